@@ -1,0 +1,70 @@
+# gptc — build, train, test. `make train` and `make test` set up what is missing first.
+CC      ?= gcc
+OPT     ?= -O3
+CFLAGS  ?= $(OPT) -g -fno-math-errno
+CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp -D_GNU_SOURCE -Iinclude -Isrc -MMD -MP
+LDLIBS  := -lcjson -lm -fopenmp
+BUILD   := build
+
+LIB_SRC  := $(sort $(shell find src -name '*.c' -not -path 'src/cli/*'))
+CLI_SRC  := $(sort $(filter-out src/cli/main.c,$(wildcard src/cli/*.c)))
+TEST_SRC := $(sort $(wildcard tests/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+# The bundled default run: tiny Shakespeare, byte tokens, the `small-cpu` model.
+TRAIN_ARGS ?=
+RUN_DIR    ?= runs/shakespeare
+
+.PHONY: all setup train test fixtures bench clean
+all: $(BUILD)/gptc
+
+setup:
+	@sh tools/setup.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libgptc.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libgptc_cli.a: $(CLI_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/gptc: $(BUILD)/src/cli/main.o $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/gptc_tests: $(TEST_OBJ) $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/data/shakespeare/meta.json: data/tinyshakespeare.txt | $(BUILD)/gptc
+	$(BUILD)/gptc prepare --tokenizer byte data/tinyshakespeare.txt --out $(BUILD)/data/shakespeare
+
+train: setup
+	@$(MAKE) --no-print-directory $(BUILD)/gptc
+	@$(MAKE) --no-print-directory $(BUILD)/data/shakespeare/meta.json
+	$(BUILD)/gptc train --data $(BUILD)/data/shakespeare --ckpt $(RUN_DIR) $(TRAIN_ARGS)
+	$(BUILD)/gptc sample --ckpt $(RUN_DIR) --prompt "ROMEO:" --tokens 300
+
+test: setup
+	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/gptc_tests
+	$(BUILD)/gptc_tests
+
+# Regenerates the PyTorch reference fixture (needs Debian's python3-torch).
+fixtures: setup
+	@sh tools/setup.sh --torch
+	/usr/bin/python3 tools/make_torch_fixture.py tests/fixtures/gpt2_tiny_torch.safetensors
+
+bench: setup
+	@$(MAKE) --no-print-directory $(BUILD)/gptc
+	@sh tools/setup.sh --torch
+	sh bench/train_vs_torch.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

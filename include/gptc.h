@@ -1,0 +1,157 @@
+/* gptc.h — the public API of libgptc: status codes, model configuration, training and sampling.
+ *
+ * Every fallible call returns a gptc_status; on failure gptc_last_error() holds one line that names
+ * the file or option at fault and what to do. The library never exits the process. */
+#ifndef GPTC_H
+#define GPTC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum gptc_status {
+    GPTC_OK = 0,
+    GPTC_ERR_ARG,     /* a bad option or argument value */
+    GPTC_ERR_IO,      /* a file could not be opened, read, written or renamed */
+    GPTC_ERR_FORMAT,  /* a file exists but its contents are wrong (magic, size, header, checksum) */
+    GPTC_ERR_NOMEM,   /* an allocation failed */
+    GPTC_ERR_STATE,   /* the call does not fit the object's state (e.g. a checkpoint for another shape) */
+    GPTC_ERR_NUMERIC, /* a non-finite value where a finite one is needed */
+} gptc_status;
+
+/* The message of the last failure on this thread ("" if none). */
+const char *gptc_last_error(void);
+/* A short name for a status ("io error", ...). */
+const char *gptc_status_name(gptc_status st);
+
+/* ---------------------------------------------------------------- model */
+
+typedef struct gptc_model_config {
+    int layers;   /* L: transformer blocks */
+    int heads;    /* NH: attention heads; must divide channels */
+    int channels; /* C: embedding width */
+    int context;  /* maxT: positions (wpe rows) */
+    int vocab;    /* V: real vocabulary size; the model pads it internally to padded_vocab() */
+} gptc_model_config;
+
+/* Fills *cfg from a preset name: gpt2, gpt2-medium, gpt2-large, gpt2-xl, or the small CPU presets
+ * tiny, small-cpu (see gptc_model_preset_names()). */
+gptc_status gptc_model_preset(const char *name, gptc_model_config *cfg);
+/* A comma-separated list of the preset names, for help text. */
+const char *gptc_model_preset_names(void);
+/* Checks a configuration: sizes positive, heads divide channels. */
+gptc_status gptc_model_config_check(const gptc_model_config *cfg);
+/* The vocabulary rounded up to a multiple of 64 (the padded rows never change a loss or a sample). */
+int gptc_padded_vocab(int vocab);
+/* Number of trainable parameters (counting the real vocabulary, not the padding). */
+size_t gptc_model_num_params(const gptc_model_config *cfg);
+
+/* ---------------------------------------------------------------- training */
+
+typedef struct gptc_train_options {
+    gptc_model_config model;
+    const char *data;      /* train shards: a file, a glob, or a folder made by `gptc prepare` */
+    const char *val_data;  /* val shards (NULL: found in the --data folder, if any) */
+    int batch;             /* B: sequences per micro-step */
+    int seq;               /* T: tokens per sequence, <= model.context */
+    long total_batch;      /* tokens per optimizer update; a multiple of B*T (0: B*T) */
+    int steps;             /* optimizer updates to run (total, counting resumed ones) */
+    float lr;              /* peak learning rate */
+    int warmup;            /* linear warm-up steps */
+    float lr_floor;        /* cosine decays to lr * lr_floor */
+    float weight_decay;    /* decoupled, on 2-D weights only */
+    float beta1, beta2, eps;
+    float clip;            /* global gradient-norm clip (0: off) */
+    uint64_t seed;
+    int shuffle;           /* 1: shuffle windows each epoch; 0: sequential */
+    const char *ckpt_dir;  /* NULL: no checkpoints */
+    int ckpt_every;        /* steps between checkpoints (0: only at the end) */
+    int keep;              /* checkpoints kept in ckpt_dir (>= 1) */
+    int eval_every;        /* steps between val-loss evaluations (0: only at the end) */
+    int eval_batches;      /* micro-batches per evaluation */
+    int threads;           /* OpenMP threads (0: all cores) */
+} gptc_train_options;
+
+void gptc_train_options_default(gptc_train_options *o);
+
+/* Summary of a finished run. */
+typedef struct gptc_train_result {
+    int steps_run;         /* steps executed by this call (not counting resumed ones) */
+    int first_step;        /* step the run started from (0, or the resumed step) */
+    gptc_model_config model; /* the model trained (vocab filled in from the data if it was 0) */
+    size_t num_params;
+    float first_loss;      /* train loss of the first step run */
+    float last_loss;       /* train loss of the last step run */
+    float first_val_loss;  /* val loss at the first evaluation (NaN if none) */
+    float last_val_loss;   /* val loss at the last evaluation (NaN if none) */
+    double tokens_per_s;   /* median training throughput over the steps run */
+    double ms_per_step;    /* median step time */
+} gptc_train_result;
+
+/* What the trainer reports after each optimizer step. */
+typedef struct gptc_step_info {
+    int step;              /* 1-based number of the step just finished */
+    int steps;             /* total steps of the run */
+    float loss;            /* mean train loss over the step's micro-batches */
+    float lr;              /* learning rate used */
+    float grad_norm;       /* global gradient norm before clipping */
+    double ms;             /* wall time of the step */
+    double tokens_per_s;   /* tokens of the step / its wall time */
+    float val_loss;        /* val loss if evaluated after this step, else NaN */
+    const char *ckpt_path; /* checkpoint written after this step, else NULL */
+} gptc_step_info;
+
+/* Per-step callback for the CLI, embedders and tests: return nonzero to stop the run after this
+ * step (a final checkpoint is still written). */
+typedef int (*gptc_step_fn)(void *user, const gptc_step_info *info);
+
+/* The model a run would train: opts->model with vocab 0 filled in from the data's meta.json
+ * (else 50257), checked. */
+gptc_status gptc_train_resolve_model(const gptc_train_options *o, gptc_model_config *out);
+
+/* Trains as configured. Checks everything (files, sizes) before writing anything. */
+gptc_status gptc_train(const gptc_train_options *o, gptc_step_fn on_step, void *user, gptc_train_result *res);
+
+/* ---------------------------------------------------------------- sampling */
+
+typedef struct gptc_sample_options {
+    const char *ckpt;      /* a checkpoint folder (newest step inside) or a step folder */
+    const char *prompt;    /* text, encoded with the checkpoint's tokenizer */
+    int tokens;            /* new tokens to generate */
+    float temperature;     /* 0: greedy */
+    int top_k;             /* 0: off */
+    float top_p;           /* 1: off */
+    uint64_t seed;
+    int threads;
+} gptc_sample_options;
+
+void gptc_sample_options_default(gptc_sample_options *o);
+
+/* Called with each decoded piece of text as it is generated. */
+typedef void (*gptc_text_fn)(void *user, const char *text, size_t len);
+
+gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *user);
+
+/* ---------------------------------------------------------------- data preparation */
+
+typedef struct gptc_prepare_options {
+    const char *tokenizer;  /* "byte" (gpt2 BPE comes with its own issue) */
+    const char *const *inputs; /* text files */
+    int ninputs;
+    const char *out;        /* output folder: train_000000.bin, val_000000.bin, meta.json */
+    float val_fraction;     /* fraction of the tokens (taken from the end) that go to val */
+    long shard_tokens;      /* tokens per shard file */
+} gptc_prepare_options;
+
+void gptc_prepare_options_default(gptc_prepare_options *o);
+gptc_status gptc_prepare(const gptc_prepare_options *o, size_t *train_tokens, size_t *val_tokens);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,43 @@
+/* cmd_info.c — `gptc info`: the CPU's features, the kernel variant of every operator, presets. */
+#include "cli/commands.h"
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int gptc_cmd_info(int argc, char **argv) {
+    if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
+        printf("usage: gptc info\nShows the CPU, the kernel variant of every operator and the model presets.\n");
+        return 0;
+    }
+    if (argc > 0) {
+        fprintf(stderr, "gptc: %s: unexpected argument (gptc info takes none)\n", argv[0]);
+        return 2;
+    }
+    const gptc_cpu_info *c = gptc_cpu();
+    printf("cpu: %s (%s), %d logical cpus, %d OpenMP threads\n", c->brand, c->vendor, c->logical_cpus, gptc_threads());
+    printf("features: sse4.2=%d avx=%d avx2=%d fma=%d avx512f=%d avx512bw=%d avx512vl=%d avx512_bf16=%d "
+           "(os saves ymm=%d zmm=%d)\n",
+           c->sse42, c->avx, c->avx2, c->fma, c->avx512f, c->avx512bw, c->avx512vl, c->avx512bf16, c->os_avx,
+           c->os_avx512);
+    const gptc_kernels *k = gptc_kernels_get();
+    const char *ops[] = {"encoder_fwd", "encoder_bwd", "layernorm_fwd", "layernorm_bwd", "gemm", "bias_fwd",
+                         "bias_bwd", "attention_fwd", "attention_bwd", "attention_decode", "gelu_fwd", "gelu_bwd",
+                         "residual_fwd", "residual_bwd", "crossentropy_fwd", "crossentropy_bwd", "adamw"};
+    printf("kernels:");
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) printf(" %s=%s", ops[i], k->variant);
+    printf("\npeak: not measured yet (the FMA probe comes with the SIMD kernels)\n");
+    printf("presets:\n");
+    const char *names[] = {"tiny", "small-cpu", "medium-cpu", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        gptc_model_config m;
+        gptc_model_preset(names[i], &m);
+        int vocab_given = m.vocab;
+        if (!m.vocab) m.vocab = 257;
+        printf("  %-12s layers %2d heads %2d channels %4d context %4d vocab %s  %8.2fM params%s\n", names[i], m.layers,
+               m.heads, m.channels, m.context, vocab_given ? "50257" : "data ", gptc_model_num_params(&m) / 1e6,
+               vocab_given ? "" : " (with the byte vocab)");
+    }
+    return 0;
+}

@@ -1,0 +1,174 @@
+/* cmd_train.c — `gptc train`: its option table, the progress display and the run summary. */
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct train_cli {
+    gptc_train_options t;
+    const char *model;
+    int sequential;
+    int log_every;
+    int quiet;
+} train_cli;
+
+#define F(field) offsetof(train_cli, field)
+#define BIG 1e18
+static const gptc_option g_train_opts[] = {
+    {"model", OPT_STRING, F(model), "NAME", "model preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny, small-cpu, medium-cpu", 0, 0},
+    {"layers", OPT_INT, F(t.model.layers), "N", "transformer blocks (overrides the preset)", 1, 1000},
+    {"heads", OPT_INT, F(t.model.heads), "N", "attention heads; must divide --channels", 1, 1000},
+    {"channels", OPT_INT, F(t.model.channels), "N", "embedding width", 1, 65536},
+    {"context", OPT_INT, F(t.model.context), "N", "positions the model can attend to", 1, 1 << 20},
+    {"vocab", OPT_INT, F(t.model.vocab), "N", "vocabulary size (0: from the data's meta.json, else 50257)", 0, 65536},
+    {"data", OPT_STRING, F(t.data), "PATH", "train shards: a .bin file, a glob, or a folder made by `gptc prepare`", 0, 0},
+    {"val-data", OPT_STRING, F(t.val_data), "PATH", "val shards (default: the val split of the --data folder)", 0, 0},
+    {"batch", OPT_INT, F(t.batch), "B", "sequences per micro-step", 1, 1 << 20},
+    {"total-batch", OPT_LONG, F(t.total_batch), "TOKENS", "tokens per update, a multiple of B*T (0: B*T, no accumulation)", 0, BIG},
+    {"seq", OPT_INT, F(t.seq), "T", "tokens per sequence (at most --context)", 1, 1 << 20},
+    {"steps", OPT_INT, F(t.steps), "N", "optimizer updates in total (a resumed run continues up to N)", 1, 1e9},
+    {"lr", OPT_FLOAT, F(t.lr), "X", "peak learning rate", 1e-12, 10},
+    {"warmup", OPT_INT, F(t.warmup), "N", "linear warm-up steps", 0, 1e9},
+    {"lr-floor", OPT_FLOAT, F(t.lr_floor), "X", "cosine decay ends at lr * X", 0, 1},
+    {"weight-decay", OPT_FLOAT, F(t.weight_decay), "X", "AdamW decoupled weight decay (2-D weights only)", 0, 10},
+    {"beta1", OPT_FLOAT, F(t.beta1), "X", "AdamW beta1", 0, 0.999999},
+    {"beta2", OPT_FLOAT, F(t.beta2), "X", "AdamW beta2", 0, 0.999999},
+    {"eps", OPT_FLOAT, F(t.eps), "X", "AdamW epsilon", 1e-30, 1},
+    {"clip", OPT_FLOAT, F(t.clip), "X", "clip the global gradient norm to X (0: off)", 0, BIG},
+    {"seed", OPT_U64, F(t.seed), "N", "seed for initialisation and data order", 0, 0},
+    {"sequential", OPT_FLAG, F(sequential), "", "read windows in order instead of shuffling each epoch", 0, 0},
+    {"ckpt", OPT_STRING, F(t.ckpt_dir), "DIR", "checkpoint folder; resumes from its newest checkpoint", 0, 0},
+    {"ckpt-every", OPT_INT, F(t.ckpt_every), "N", "steps between checkpoints (0: only at the end)", 0, 1e9},
+    {"keep", OPT_INT, F(t.keep), "K", "checkpoints kept", 1, 1e6},
+    {"eval-every", OPT_INT, F(t.eval_every), "N", "steps between val-loss evaluations (0: first and last step only)", 0, 1e9},
+    {"eval-batches", OPT_INT, F(t.eval_batches), "N", "micro-batches per evaluation", 1, 1e6},
+    {"threads", OPT_INT, F(t.threads), "N", "OpenMP threads (0: all cores)", 0, 4096},
+    {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
+    {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
+};
+#undef F
+
+static const gptc_command_spec g_train_cmd = {
+    "train", "gptc train --data PATH [options]",
+    "Trains a GPT-2 model on token shards; with --ckpt it saves checkpoints and resumes from them.",
+    g_train_opts, sizeof g_train_opts / sizeof g_train_opts[0], NULL,
+};
+
+static void defaults(train_cli *c) {
+    memset(c, 0, sizeof *c);
+    gptc_train_options_default(&c->t);
+    c->model = "small-cpu";
+    c->log_every = 1;
+}
+
+void gptc_cli_error(void) { fprintf(stderr, "gptc: %s\n", gptc_last_error()); }
+
+typedef struct progress {
+    const train_cli *c;
+    bool tty;
+    bool started;
+    double t0;
+    int first_step;
+} progress;
+
+static void fmt_eta(char *buf, size_t cap, double s) {
+    if (!(s >= 0) || s > 1e7) snprintf(buf, cap, "?");
+    else if (s >= 3600) snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else if (s >= 60) snprintf(buf, cap, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else snprintf(buf, cap, "%ds", (int)s);
+}
+
+static int on_step(void *user, const gptc_step_info *in) {
+    progress *p = user;
+    if (!p->started) {
+        p->started = true;
+        p->t0 = gptc_now();
+        p->first_step = in->step - 1;
+    }
+    if (p->c->quiet) return 0;
+    if (in->ckpt_path) {
+        printf("%scheckpoint %s\n", p->tty ? "\r\033[K" : "", in->ckpt_path);
+        fflush(stdout);
+        return 0;
+    }
+    int done = in->step - p->first_step;
+    double elapsed = gptc_now() - p->t0, eta = elapsed / done * (in->steps - in->step);
+    char etab[32];
+    fmt_eta(etab, sizeof etab, eta);
+    bool show = p->tty || in->step % p->c->log_every == 0 || in->step == in->steps || !isnan(in->val_loss);
+    if (show) {
+        printf("%sstep %d/%d | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | ETA %s", p->tty ? "\r\033[K" : "",
+               in->step, in->steps, in->loss, in->lr, in->grad_norm, in->ms, in->tokens_per_s, etab);
+        if (!isnan(in->val_loss)) printf(" | val loss %.4f", in->val_loss);
+        if (!p->tty || !isnan(in->val_loss) || in->step == in->steps) printf("\n");
+        fflush(stdout);
+    }
+    return 0;
+}
+
+int gptc_cmd_train(int argc, char **argv) {
+    train_cli c, d;
+    defaults(&c);
+    defaults(&d);
+    bool given[sizeof g_train_opts / sizeof g_train_opts[0]] = {0}, help;
+    int npos;
+    if (gptc_options_parse(&g_train_cmd, &c, argc, argv, given, NULL, &npos, &help)) {
+        gptc_cli_error();
+        return 2;
+    }
+    if (help) {
+        gptc_options_help(stdout, &g_train_cmd, &d);
+        return 0;
+    }
+    /* the preset first, then any shape flags on top of it */
+    gptc_model_config shape = c.t.model;
+    if (gptc_model_preset(c.model, &c.t.model)) {
+        gptc_cli_error();
+        return 2;
+    }
+    const char *shape_flags[] = {"layers", "heads", "channels", "context", "vocab"};
+    int *shape_fields[] = {&shape.layers, &shape.heads, &shape.channels, &shape.context, &shape.vocab};
+    int *model_fields[] = {&c.t.model.layers, &c.t.model.heads, &c.t.model.channels, &c.t.model.context, &c.t.model.vocab};
+    for (int i = 0; i < (int)(sizeof g_train_opts / sizeof g_train_opts[0]); i++)
+        for (int j = 0; j < 5; j++)
+            if (given[i] && strcmp(g_train_opts[i].name, shape_flags[j]) == 0) *model_fields[j] = *shape_fields[j];
+    c.t.shuffle = !c.sequential;
+
+    progress p = {.c = &c, .tty = isatty(STDOUT_FILENO)};
+    gptc_train_result r;
+    gptc_model_config resolved;
+    if (gptc_train_resolve_model(&c.t, &resolved)) {
+        gptc_cli_error();
+        return 2;
+    }
+    if (!c.quiet)
+        printf("model: %d layers, %d heads, %d channels, context %d, vocab %d (padded %d), %.2fM parameters | "
+               "batch %d x %d, %ld tokens/update | kernels %s | threads %d\n",
+               resolved.layers, resolved.heads, resolved.channels, resolved.context, resolved.vocab,
+               gptc_padded_vocab(resolved.vocab), gptc_model_num_params(&resolved) / 1e6, c.t.batch, c.t.seq,
+               c.t.total_batch ? c.t.total_batch : (long)c.t.batch * c.t.seq, gptc_kernels_get()->variant,
+               c.t.threads ? c.t.threads : gptc_threads());
+    fflush(stdout);
+    gptc_status st = gptc_train(&c.t, on_step, &p, &r);
+    if (st) {
+        if (p.tty && p.started) printf("\n");
+        gptc_cli_error();
+        return p.started ? 1 : 2;
+    }
+    if (r.first_step && !c.quiet) printf("resumed from step %d\n", r.first_step);
+    if (r.steps_run == 0) {
+        printf("train: nothing to do: the checkpoint is already at step %d of --steps %d\n", r.first_step, c.t.steps);
+        return 0;
+    }
+    printf("train: median %.1f ms/step, %.1f tokens/s (%d steps from step %d; loss %.4f -> %.4f",
+           r.ms_per_step, r.tokens_per_s, r.steps_run, r.first_step, r.first_loss, r.last_loss);
+    if (!isnan(r.last_val_loss)) printf("; val loss %.4f -> %.4f", r.first_val_loss, r.last_val_loss);
+    printf(")\n");
+    return 0;
+}

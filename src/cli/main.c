@@ -1,0 +1,33 @@
+/* main.c — `gptc <subcommand>`: dispatch to the subcommands. Only the CLI exits the process. */
+#include "cli/commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: gptc <command> [options]\n\n"
+               "commands:\n"
+               "  train     train a GPT-2 model on token shards (resumes from --ckpt)\n"
+               "  sample    generate text from a checkpoint\n"
+               "  prepare   turn text files into token shards\n"
+               "  info      show the CPU, the kernels in use and the model presets\n\n"
+               "`gptc <command> --help` lists a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "train") == 0) return gptc_cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "sample") == 0) return gptc_cmd_sample(argc - 2, argv + 2);
+    if (strcmp(cmd, "prepare") == 0) return gptc_cmd_prepare(argc - 2, argv + 2);
+    if (strcmp(cmd, "info") == 0) return gptc_cmd_info(argc - 2, argv + 2);
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "gptc: %s: unknown command (expected train, sample, prepare or info; see gptc --help)\n", cmd);
+    return 2;
+}

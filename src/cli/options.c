@@ -1,0 +1,133 @@
+/* options.c — the table-driven option parser and --help writer. */
+#include "cli/options.h"
+#include "core/core.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *type_expect(gptc_opt_type t) {
+    switch (t) {
+    case OPT_INT: case OPT_LONG: return "an integer";
+    case OPT_U64: return "a non-negative integer";
+    case OPT_FLOAT: return "a number";
+    case OPT_STRING: return "a value";
+    case OPT_FLAG: return "no value";
+    }
+    return "a value";
+}
+
+static gptc_status range_error(const gptc_option *o, const char *val) {
+    if (o->max >= 1e18)
+        return gptc_fail(GPTC_ERR_ARG, "--%s %s: must be at least %g", o->name, val, o->min);
+    return gptc_fail(GPTC_ERR_ARG, "--%s %s: must be between %g and %g", o->name, val, o->min, o->max);
+}
+
+static gptc_status set_value(const gptc_option *o, void *dst, const char *val) {
+    char *field = (char *)dst + o->offset, *end;
+    errno = 0;
+    switch (o->type) {
+    case OPT_INT:
+    case OPT_LONG: {
+        long long x = strtoll(val, &end, 10);
+        if (!*val || *end || errno)
+            return gptc_fail(GPTC_ERR_ARG, "--%s %s: expected %s", o->name, val, type_expect(o->type));
+        if (x < o->min || x > o->max) return range_error(o, val);
+        if (o->type == OPT_INT) *(int *)field = (int)x; else *(long *)field = (long)x;
+        return GPTC_OK;
+    }
+    case OPT_U64: {
+        if (*val == '-') return gptc_fail(GPTC_ERR_ARG, "--%s %s: expected %s", o->name, val, type_expect(o->type));
+        unsigned long long x = strtoull(val, &end, 10);
+        if (!*val || *end || errno)
+            return gptc_fail(GPTC_ERR_ARG, "--%s %s: expected %s", o->name, val, type_expect(o->type));
+        *(uint64_t *)field = x;
+        return GPTC_OK;
+    }
+    case OPT_FLOAT: {
+        double x = strtod(val, &end);
+        if (!*val || *end || errno || !isfinite(x))
+            return gptc_fail(GPTC_ERR_ARG, "--%s %s: expected %s", o->name, val, type_expect(o->type));
+        if (x < o->min || x > o->max) return range_error(o, val);
+        *(float *)field = (float)x;
+        return GPTC_OK;
+    }
+    case OPT_STRING:
+        if (!*val) return gptc_fail(GPTC_ERR_ARG, "--%s: expected a non-empty value", o->name);
+        *(const char **)field = val;
+        return GPTC_OK;
+    case OPT_FLAG:
+        *(int *)field = 1;
+        return GPTC_OK;
+    }
+    return GPTC_ERR_ARG;
+}
+
+gptc_status gptc_options_parse(const gptc_command_spec *cmd, void *dst, int argc, char **argv, bool *given,
+                               const char **pos, int *npos, bool *help) {
+    *npos = 0;
+    *help = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            *help = true;
+            return GPTC_OK;
+        }
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            if (!cmd->positional)
+                return gptc_fail(GPTC_ERR_ARG, "%s: unexpected argument (gptc %s takes only --options; see gptc %s --help)",
+                                 a, cmd->name, cmd->name);
+            pos[(*npos)++] = a;
+            continue;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        int k = -1;
+        for (int j = 0; j < cmd->noptions; j++)
+            if (strlen(cmd->options[j].name) == len && strncmp(cmd->options[j].name, name, len) == 0) k = j;
+        if (k < 0)
+            return gptc_fail(GPTC_ERR_ARG, "--%.*s: unknown option for gptc %s (see gptc %s --help)", (int)len, name,
+                             cmd->name, cmd->name);
+        const gptc_option *o = &cmd->options[k];
+        const char *val;
+        if (o->type == OPT_FLAG) {
+            if (eq) return gptc_fail(GPTC_ERR_ARG, "--%s: is a flag and takes no value", o->name);
+            val = "";
+        } else if (eq) {
+            val = eq + 1;
+        } else {
+            if (i + 1 >= argc) return gptc_fail(GPTC_ERR_ARG, "--%s: missing value (expected %s)", o->name, type_expect(o->type));
+            val = argv[++i];
+        }
+        gptc_status st = set_value(o, dst, val);
+        if (st) return st;
+        if (given) given[k] = true;
+    }
+    return GPTC_OK;
+}
+
+void gptc_options_help(FILE *f, const gptc_command_spec *cmd, const void *defaults) {
+    fprintf(f, "usage: %s\n%s\n\noptions:\n", cmd->usage, cmd->summary);
+    for (int j = 0; j < cmd->noptions; j++) {
+        const gptc_option *o = &cmd->options[j];
+        char head[64], def[96] = "";
+        snprintf(head, sizeof head, "--%s%s%s", o->name, o->type == OPT_FLAG ? "" : " ", o->type == OPT_FLAG ? "" : o->meta);
+        const char *field = (const char *)defaults + o->offset;
+        switch (o->type) {
+        case OPT_INT: snprintf(def, sizeof def, " (default %d)", *(const int *)field); break;
+        case OPT_LONG: snprintf(def, sizeof def, " (default %ld)", *(const long *)field); break;
+        case OPT_U64: snprintf(def, sizeof def, " (default %llu)", (unsigned long long)*(const uint64_t *)field); break;
+        case OPT_FLOAT: snprintf(def, sizeof def, " (default %g)", *(const float *)field); break;
+        case OPT_STRING: {
+            const char *s = *(const char *const *)field;
+            if (s && *s) snprintf(def, sizeof def, " (default %s)", s);
+            break;
+        }
+        case OPT_FLAG: break;
+        }
+        fprintf(f, "  %-24s %s%s\n", head, o->help, def);
+    }
+    fprintf(f, "  %-24s %s\n", "--help", "show this help");
+}

@@ -1,0 +1,71 @@
+/* core.h — the bottom layer: error messages, logging, aligned memory and arena planning,
+ * a seeded RNG, the clock, CRC32C and CPU feature detection. Depends on nothing else in gptc. */
+#ifndef GPTC_CORE_H
+#define GPTC_CORE_H
+
+#include "gptc.h"
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- errors: set the thread's message and return st (so `return gptc_fail(...)` reads well) */
+gptc_status gptc_fail(gptc_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefix the current message with "ctx: " (for adding the caller's context on the way up). */
+gptc_status gptc_fail_prefix(gptc_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gptc_clear_error(void);
+
+/* Broken invariants are bugs, not user errors: abort with file:line. */
+#define GPTC_ASSERT(cond)                                                                   \
+    do {                                                                                    \
+        if (!(cond)) gptc_assert_fail(#cond, __FILE__, __LINE__);                           \
+    } while (0)
+void gptc_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
+
+/* ---- logging to stderr (a rank prefix is added when the world has more than one rank) */
+void gptc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gptc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- memory: 64-byte aligned, zero-filled; NULL (with the error message set) on failure */
+void *gptc_alloc(size_t bytes, const char *what);
+void gptc_free(void *p);
+
+/* Arena planning: sizes first, then one allocation, then views. Offsets are in floats and
+ * aligned to 16 floats (64 bytes). */
+typedef struct gptc_plan {
+    size_t used; /* floats planned so far */
+} gptc_plan;
+size_t gptc_plan_take(gptc_plan *p, size_t nfloats); /* returns the offset of the new region */
+
+/* ---- RNG: splitmix64, one 64-bit word of state, so checkpoints store it exactly */
+typedef struct gptc_rng {
+    uint64_t state;
+} gptc_rng;
+void gptc_rng_seed(gptc_rng *r, uint64_t seed);
+uint64_t gptc_rng_next(gptc_rng *r);
+double gptc_rng_uniform(gptc_rng *r);  /* [0, 1) with 53 random bits */
+double gptc_rng_normal(gptc_rng *r);   /* standard normal (Box-Muller, one value per call) */
+uint64_t gptc_hash64(uint64_t x);      /* a stateless mix, for deriving seeds */
+
+/* ---- time */
+double gptc_now(void); /* monotonic seconds */
+
+/* ---- checksums */
+uint32_t gptc_crc32c(uint32_t crc, const void *data, size_t n);
+
+/* ---- CPU */
+typedef struct gptc_cpu_info {
+    char vendor[16];
+    char brand[64];
+    bool sse42, avx, avx2, fma, avx512f, avx512bw, avx512vl, avx512bf16;
+    bool os_avx;     /* the OS saves YMM state (XCR0 bits 1,2) */
+    bool os_avx512;  /* the OS saves ZMM/opmask state (XCR0 bits 5,6,7) */
+    int logical_cpus;
+} gptc_cpu_info;
+const gptc_cpu_info *gptc_cpu(void);
+
+/* ---- threads */
+void gptc_set_threads(int n); /* 0: leave OpenMP's default */
+int gptc_threads(void);
+
+#endif

@@ -1,0 +1,80 @@
+/* kernels.h — the operator table ("operator mapping"). The model calls k->op(...), never a variant
+ * by name. Every entry has a plain reference implementation in kernels/ref/; optimised variants per
+ * instruction set override entries at start-up (GPTC_KERNELS=ref|avx2|avx512 forces one).
+ *
+ * Conventions: row-major float arrays; shapes in the comments; backward kernels ACCUMULATE (+=)
+ * into every gradient they write, so callers zero gradients once per step (this is what makes
+ * gradient accumulation and shared uses of a tensor, e.g. the tied wte, work). */
+#ifndef GPTC_KERNELS_H
+#define GPTC_KERNELS_H
+
+#include <stddef.h>
+
+typedef struct gptc_kernels {
+    const char *variant; /* "ref", ... */
+
+    /* out (B,T,C) = wte[inp] (V,C) + wpe[t] (maxT,C); inp (B,T) */
+    void (*encoder_fwd)(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C);
+    /* dwte (V,C) += , dwpe (maxT,C) += from dout (B,T,C) */
+    void (*encoder_bwd)(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C);
+
+    /* out (N,C) = (inp - mean) * rstd * w + b; mean, rstd (N) saved for the backward */
+    void (*layernorm_fwd)(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C);
+    /* dinp (N,C) +=, dw (C) +=, db (C) += */
+    void (*layernorm_bwd)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                          const float *w, const float *mean, const float *rstd, int N, int C);
+
+    /* C (M,N) = beta*C + op(A) op(B), op(X) = X or X^T; A is (M,K) or, when transA, stored (K,M);
+     * B is (K,N) or, when transB, stored (N,K); lda/ldb/ldc are the row strides as stored. beta is
+     * 0 (overwrite, C may hold garbage) or 1 (accumulate). */
+    void (*gemm)(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc);
+    /* out (N,OC) += bias (OC) broadcast over rows */
+    void (*bias_fwd)(float *out, const float *bias, int N, int OC);
+    /* dbias (OC) += column sums of dout (N,OC) */
+    void (*bias_bwd)(float *dbias, const float *dout, int N, int OC);
+
+    /* Causal self-attention. qkv (B,T,3C) = [q | k | v], heads split as C = NH*HS; out (B,T,C);
+     * preatt, att (B,NH,T,T) scores and probabilities (only the causal half is written). */
+    void (*attention_fwd)(float *out, float *preatt, float *att, const float *qkv, int B, int T, int C, int NH);
+    /* dqkv (B,T,3C) +=, dpreatt and datt (B,NH,T,T) are scratch (overwritten, causal half) */
+    void (*attention_bwd)(float *dqkv, float *dpreatt, float *datt, const float *dout, const float *qkv,
+                          const float *att, int B, int T, int C, int NH);
+
+    /* One query against a cache (decoding): q (C), kcache, vcache (Tc,C) rows of keys and values
+     * at positions 0..Tc-1 (all visible), out (C), att (NH,Tc) scratch. */
+    void (*attention_decode)(float *out, float *att, const float *q, const float *kcache, const float *vcache,
+                             int Tc, int C, int NH);
+
+    /* GELU, tanh form: out (N) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    void (*gelu_fwd)(float *out, const float *inp, size_t N);
+    void (*gelu_bwd)(float *dinp, const float *inp, const float *dout, size_t N); /* dinp += */
+
+    /* out (N) = a + b */
+    void (*residual_fwd)(float *out, const float *a, const float *b, size_t N);
+    /* da += dout, db += dout */
+    void (*residual_bwd)(float *da, float *db, const float *dout, size_t N);
+
+    /* Softmax over the first V of Vp columns of logits (N,Vp) into probs (N,Vp) (padding columns set
+     * to 0), losses (N) = -log probs[target]. targets (N). */
+    void (*crossentropy_fwd)(float *losses, float *probs, const float *logits, const int *targets,
+                             int N, int V, int Vp);
+    /* dlogits (N,Vp) += (probs - onehot(target)) * dloss; padding columns untouched */
+    void (*crossentropy_bwd)(float *dlogits, const float *probs, const int *targets, float dloss,
+                             int N, int V, int Vp);
+
+    /* AdamW on n contiguous floats (torch.optim.AdamW's formula): p -= lr*wd*p;
+     * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (m/bc1) / (sqrt(v/bc2) + eps),
+     * bc1 = 1 - b1^t, bc2 = 1 - b2^t; g is multiplied by grad_scale first (for clipping). */
+    void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+                  float eps, float wd, float grad_scale, int t);
+} gptc_kernels;
+
+/* The table in use: chosen once from CPUID and GPTC_KERNELS (an unknown or unavailable value is
+ * reported with gptc_warn and the best available variant is used). */
+const gptc_kernels *gptc_kernels_get(void);
+/* The reference table, always available. */
+const gptc_kernels *gptc_kernels_ref(void);
+
+#endif

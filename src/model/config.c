@@ -1,0 +1,51 @@
+/* config.c — model presets, checks and derived sizes. */
+#include "gptc.h"
+#include "core/core.h"
+
+#include <string.h>
+
+typedef struct { const char *name; gptc_model_config cfg; } preset;
+
+/* vocab 0 in a preset means "from the data" (the trainer fills it from the shards' meta.json). */
+static const preset g_presets[] = {
+    {"gpt2", {12, 12, 768, 1024, 50257}},
+    {"gpt2-medium", {24, 16, 1024, 1024, 50257}},
+    {"gpt2-large", {36, 20, 1280, 1024, 50257}},
+    {"gpt2-xl", {48, 25, 1600, 1024, 50257}},
+    {"tiny", {2, 2, 64, 64, 0}},
+    {"small-cpu", {4, 4, 128, 256, 0}},
+    {"medium-cpu", {6, 6, 384, 256, 0}},
+};
+
+const char *gptc_model_preset_names(void) { return "gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny, small-cpu, medium-cpu"; }
+
+gptc_status gptc_model_preset(const char *name, gptc_model_config *cfg) {
+    for (size_t i = 0; i < sizeof g_presets / sizeof g_presets[0]; i++)
+        if (strcmp(name, g_presets[i].name) == 0) {
+            *cfg = g_presets[i].cfg;
+            return GPTC_OK;
+        }
+    return gptc_fail(GPTC_ERR_ARG, "--model %s: unknown model (expected one of: %s)", name, gptc_model_preset_names());
+}
+
+gptc_status gptc_model_config_check(const gptc_model_config *c) {
+    if (c->layers < 1) return gptc_fail(GPTC_ERR_ARG, "--layers %d: must be at least 1", c->layers);
+    if (c->heads < 1) return gptc_fail(GPTC_ERR_ARG, "--heads %d: must be at least 1", c->heads);
+    if (c->channels < 1) return gptc_fail(GPTC_ERR_ARG, "--channels %d: must be at least 1", c->channels);
+    if (c->context < 1) return gptc_fail(GPTC_ERR_ARG, "--context %d: must be at least 1", c->context);
+    if (c->vocab < 1) return gptc_fail(GPTC_ERR_ARG, "--vocab %d: must be at least 1", c->vocab);
+    if (c->channels % c->heads)
+        return gptc_fail(GPTC_ERR_ARG, "--heads %d: must divide --channels %d (head size = channels/heads)",
+                         c->heads, c->channels);
+    if (c->vocab > 65536)
+        return gptc_fail(GPTC_ERR_ARG, "--vocab %d: token shards hold uint16 ids, so at most 65536", c->vocab);
+    return GPTC_OK;
+}
+
+int gptc_padded_vocab(int vocab) { return (vocab + 63) / 64 * 64; }
+
+size_t gptc_model_num_params(const gptc_model_config *c) {
+    size_t C = c->channels;
+    size_t per_layer = 2 * C + C * 3 * C + 3 * C + C * C + C + 2 * C + C * 4 * C + 4 * C + 4 * C * C + C;
+    return (size_t)c->vocab * C + (size_t)c->context * C + c->layers * per_layer + 2 * C;
+}

@@ -1,0 +1,131 @@
+/* gpt2.h — the GPT-2 model: parameters, gradients and activations as flat arenas planned once
+ * from the configuration (sizes first, one allocation, then views), forward, backward, and the
+ * one-token decode step with a KV cache used for sampling. Calls only the kernel table.
+ *
+ * Parameter layout: wte, wpe, then each layer's 12 tensors in order, then ln_f; every tensor
+ * starts on a 64-byte boundary. Weights use Hugging Face's GPT-2 layout (Conv1D: [in, out]), so
+ * checkpoints copy tensors as they are. wte has Vp = padded_vocab(V) rows; rows V..Vp-1 are zero
+ * and stay zero (no gradient reaches them, and they are never a target or a sample). */
+#ifndef GPTC_MODEL_GPT2_H
+#define GPTC_MODEL_GPT2_H
+
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+enum {
+    GPTC_LN1W, GPTC_LN1B, GPTC_QKVW, GPTC_QKVB, GPTC_ATTPROJW, GPTC_ATTPROJB,
+    GPTC_LN2W, GPTC_LN2B, GPTC_FCW, GPTC_FCB, GPTC_FCPROJW, GPTC_FCPROJB,
+    GPTC_LAYER_TENSORS
+};
+
+/* Views of one layer's tensors (into params or grads). */
+typedef struct gptc_layer {
+    float *ln1w, *ln1b;         /* (C) */
+    float *qkvw, *qkvb;         /* (C,3C), (3C) */
+    float *attprojw, *attprojb; /* (C,C), (C) */
+    float *ln2w, *ln2b;         /* (C) */
+    float *fcw, *fcb;           /* (C,4C), (4C) */
+    float *fcprojw, *fcprojb;   /* (4C,C), (C) */
+} gptc_layer;
+
+typedef struct gptc_weights {
+    float *wte;        /* (Vp,C) */
+    float *wpe;        /* (maxT,C) */
+    gptc_layer *layer; /* [L] */
+    float *lnfw, *lnfb; /* (C) */
+} gptc_weights;
+
+/* One tensor of the model as a checkpoint sees it (HF name, real shape, place in the arena). */
+typedef struct gptc_tensor_desc {
+    char name[48];      /* "h.3.attn.c_attn.weight" */
+    int ndim;
+    int64_t shape[2];
+    size_t offset;      /* floats from the start of the arena */
+    size_t numel;       /* real elements (wte: V*C, not Vp*C) */
+    bool decay;         /* AdamW weight decay applies (2-D weights) */
+} gptc_tensor_desc;
+
+/* Activations of one training step for (B,T); per-layer tensors are [L] arrays of views. */
+typedef struct gptc_acts {
+    float *encoded;                 /* (B,T,C) */
+    float **ln1, **ln1_mean, **ln1_rstd; /* (B,T,C), (B,T), (B,T) */
+    float **qkv;                    /* (B,T,3C) */
+    float **atty;                   /* (B,T,C) */
+    float **preatt, **att;          /* (B,NH,T,T) */
+    float **attproj;                /* (B,T,C) */
+    float **residual2;              /* (B,T,C) */
+    float **ln2, **ln2_mean, **ln2_rstd;
+    float **fch, **fch_gelu;        /* (B,T,4C) */
+    float **fcproj;                 /* (B,T,C) */
+    float **residual3;              /* (B,T,C) */
+    float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
+    float *logits;                  /* (B,T,Vp); overwritten with the probabilities by the loss */
+    float *losses;                  /* (B,T) */
+} gptc_acts;
+
+/* Gradients of activations: one layer's worth, reused layer by layer, plus the residual stream. */
+typedef struct gptc_dacts {
+    float *dres_out, *dres_in;      /* (B,T,C) gradient at a layer's output / input (ping-pong) */
+    float *dln1, *dqkv, *datty, *dpreatt, *datt, *dattproj, *dres2, *dln2, *dfch, *dfch_gelu, *dfcproj;
+    float *dlnf;                    /* (B,T,C) */
+    float *dlogits;                 /* (B,T,Vp) */
+    size_t layer_floats;            /* size of the per-layer block zeroed before each layer */
+    float *layer_block;
+} gptc_dacts;
+
+typedef struct gptc_model {
+    gptc_model_config cfg;
+    int Vp;
+    const gptc_kernels *k;
+    /* parameters and their gradients: same layout */
+    size_t num_floats;          /* arena size in floats (with padding) */
+    float *params, *grads;      /* grads NULL until gptc_model_alloc_train */
+    gptc_weights w, g;
+    gptc_tensor_desc *tensors;  /* [ntensors] */
+    int ntensors;
+    /* training activations for (B,T) */
+    int B, T;
+    float *act_arena, *dact_arena;
+    size_t act_floats, dact_floats;
+    gptc_acts a;
+    gptc_dacts d;
+    int *inputs, *targets;      /* (B,T) copies of the last forward's batch */
+    int B_last, T_last;         /* shape of the last forward with targets (what backward uses) */
+    float loss;                 /* mean loss of the last forward with targets */
+} gptc_model;
+
+/* Plans and allocates the parameter arena (zeroed). */
+gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg);
+void gptc_model_free(gptc_model *m);
+/* GPT-2 initialisation: weights N(0, 0.02), residual projections (attn.c_proj, mlp.c_proj)
+ * N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1; deterministic in seed. */
+void gptc_model_init_weights(gptc_model *m, uint64_t seed);
+/* Allocates gradients and the activations for micro-batches of (B,T). */
+gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T);
+/* Bytes the training arenas would take (parameters, gradients, activations), for refusing a run
+ * that cannot fit before allocating. */
+size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T);
+
+/* Forward over inputs (B,T); with targets (B,T) returns the mean loss, else returns 0 and leaves
+ * the logits in m->a.logits (B,T,Vp). B,T must not exceed the allocated ones. */
+float gptc_model_forward(gptc_model *m, const int *inputs, const int *targets, int B, int T);
+void gptc_model_zero_grad(gptc_model *m);
+/* Backward of the last forward, accumulating into m->grads; dloss_scale multiplies the gradient
+ * of the mean loss (1/accumulation steps). */
+void gptc_model_backward(gptc_model *m, float dloss_scale);
+
+/* ---- decoding with a KV cache */
+typedef struct gptc_kv_cache {
+    int maxT, len;          /* positions held */
+    float *k, *v;           /* (L, maxT, C) */
+    float *x, *xn, *qkv, *atty, *tmp, *fch, *att; /* (C), (C), (3C), (C), (C), (4C), (NH,maxT) */
+    float *logits;          /* (Vp) */
+    float *arena;
+} gptc_kv_cache;
+
+gptc_status gptc_kv_cache_init(gptc_kv_cache *c, const gptc_model *m);
+void gptc_kv_cache_free(gptc_kv_cache *c);
+/* Appends one token at position c->len and returns the logits (V valid of Vp) for the next token. */
+const float *gptc_model_decode_step(const gptc_model *m, gptc_kv_cache *c, int token);
+
+#endif

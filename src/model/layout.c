@@ -1,0 +1,221 @@
+/* layout.c — plans the parameter arena and the activation arenas, points the views into them,
+ * and applies GPT-2's initialisation. */
+#include "model/gpt2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const g_layer_names[GPTC_LAYER_TENSORS] = {
+    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+    "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
+};
+
+/* shape of layer tensor i for width C: rows, cols (cols 0 for 1-D) */
+static void layer_shape(int i, int64_t C, int64_t *r, int64_t *c) {
+    static const int rows_mul[GPTC_LAYER_TENSORS] = {1, 1, 1, 3, 1, 1, 1, 1, 1, 4, 4, 1};
+    static const int cols_mul[GPTC_LAYER_TENSORS] = {0, 0, 3, 0, 1, 0, 0, 0, 4, 0, 1, 0};
+    *r = rows_mul[i] * C;
+    *c = cols_mul[i] * C;
+}
+
+static void add_tensor(gptc_model *m, gptc_plan *plan, const char *name, int64_t rows, int64_t cols,
+                       size_t reserve_rows) {
+    gptc_tensor_desc *t = &m->tensors[m->ntensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->numel = (size_t)rows * (cols ? cols : 1);
+    t->decay = cols != 0;
+    t->offset = gptc_plan_take(plan, reserve_rows * (cols ? cols : 1));
+}
+
+static void point_views(gptc_model *m, float *base, gptc_weights *w) {
+    int L = m->cfg.layers, i = 0;
+    w->wte = base + m->tensors[i++].offset;
+    w->wpe = base + m->tensors[i++].offset;
+    for (int l = 0; l < L; l++) {
+        float **p = (float **)&w->layer[l];
+        for (int j = 0; j < GPTC_LAYER_TENSORS; j++) p[j] = base + m->tensors[i++].offset;
+    }
+    w->lnfw = base + m->tensors[i++].offset;
+    w->lnfb = base + m->tensors[i++].offset;
+}
+
+gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg) {
+    memset(m, 0, sizeof *m);
+    gptc_status st = gptc_model_config_check(cfg);
+    if (st) return st;
+    m->cfg = *cfg;
+    m->Vp = gptc_padded_vocab(cfg->vocab);
+    m->k = gptc_kernels_get();
+    int L = cfg->layers;
+    int64_t C = cfg->channels;
+    m->tensors = gptc_alloc(sizeof(gptc_tensor_desc) * (size_t)(L * GPTC_LAYER_TENSORS + 4), "tensor table");
+    m->w.layer = gptc_alloc(sizeof(gptc_layer) * L, "layer views");
+    m->g.layer = gptc_alloc(sizeof(gptc_layer) * L, "layer views");
+    if (!m->tensors || !m->w.layer || !m->g.layer) goto fail;
+    gptc_plan plan = {0};
+    add_tensor(m, &plan, "wte.weight", cfg->vocab, C, m->Vp);
+    add_tensor(m, &plan, "wpe.weight", cfg->context, C, cfg->context);
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < GPTC_LAYER_TENSORS; j++) {
+            char name[48];
+            int64_t r, c;
+            layer_shape(j, C, &r, &c);
+            snprintf(name, sizeof name, "h.%d.%s", l, g_layer_names[j]);
+            add_tensor(m, &plan, name, r, c, r);
+        }
+    add_tensor(m, &plan, "ln_f.weight", C, 0, C);
+    add_tensor(m, &plan, "ln_f.bias", C, 0, C);
+    m->num_floats = plan.used;
+    m->params = gptc_alloc(m->num_floats * sizeof(float), "parameters");
+    if (!m->params) goto fail;
+    point_views(m, m->params, &m->w);
+    return GPTC_OK;
+fail:
+    st = gptc_fail_prefix(GPTC_ERR_NOMEM, "model init");
+    gptc_model_free(m);
+    return st;
+}
+
+void gptc_model_free(gptc_model *m) {
+    gptc_free(m->params);
+    gptc_free(m->grads);
+    gptc_free(m->tensors);
+    gptc_free(m->w.layer);
+    gptc_free(m->g.layer);
+    gptc_free(m->act_arena);
+    gptc_free(m->dact_arena);
+    gptc_free(m->a.ln1);
+    gptc_free(m->inputs);
+    gptc_free(m->targets);
+    memset(m, 0, sizeof *m);
+}
+
+void gptc_model_init_weights(gptc_model *m, uint64_t seed) {
+    gptc_rng rng;
+    gptc_rng_seed(&rng, seed);
+    memset(m->params, 0, m->num_floats * sizeof(float));
+    double resid_std = 0.02 / sqrt(2.0 * m->cfg.layers);
+    for (int i = 0; i < m->ntensors; i++) {
+        gptc_tensor_desc *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        const char *n = t->name;
+        size_t len = strlen(n);
+        bool is_ln_weight = t->ndim == 1 && strstr(n, "ln_") && strcmp(n + len - 6, "weight") == 0;
+        if (is_ln_weight) {
+            for (size_t j = 0; j < t->numel; j++) p[j] = 1.0f;
+        } else if (t->ndim == 2) {
+            bool resid = strstr(n, "c_proj.weight") != NULL; /* attn.c_proj and mlp.c_proj */
+            double std = resid ? resid_std : 0.02;
+            for (size_t j = 0; j < t->numel; j++) p[j] = (float)(std * gptc_rng_normal(&rng));
+        } /* biases stay 0 */
+    }
+}
+
+/* ---- activations */
+
+/* Takes n floats from the plan; when base is set, points *dst at them. */
+static void take(gptc_plan *p, float *base, float **dst, size_t n) {
+    size_t off = gptc_plan_take(p, n);
+    if (base) *dst = base + off;
+}
+
+/* Plans the activation and activation-gradient arenas (sizes in *acts_out, *dacts_out); with m
+ * non-NULL also points m's views into abase and dbase. */
+static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T, float *abase, float *dbase,
+                      size_t *acts_out, size_t *dacts_out) {
+    int L = cfg->layers;
+    size_t C = cfg->channels, NH = cfg->heads, BT = (size_t)B * T, Vp = gptc_padded_vocab(cfg->vocab);
+    size_t TT = (size_t)B * NH * T * T;
+    float *sink;
+    gptc_acts *a = m ? &m->a : NULL;
+    gptc_dacts *d = m ? &m->d : NULL;
+    gptc_plan p = {0};
+#define A(field) (a ? &a->field : &sink)
+    take(&p, abase, A(encoded), BT * C);
+    for (int l = 0; l < L; l++) {
+        take(&p, abase, A(ln1[l]), BT * C);
+        take(&p, abase, A(ln1_mean[l]), BT);
+        take(&p, abase, A(ln1_rstd[l]), BT);
+        take(&p, abase, A(qkv[l]), BT * 3 * C);
+        take(&p, abase, A(atty[l]), BT * C);
+        take(&p, abase, A(preatt[l]), TT);
+        take(&p, abase, A(att[l]), TT);
+        take(&p, abase, A(attproj[l]), BT * C);
+        take(&p, abase, A(residual2[l]), BT * C);
+        take(&p, abase, A(ln2[l]), BT * C);
+        take(&p, abase, A(ln2_mean[l]), BT);
+        take(&p, abase, A(ln2_rstd[l]), BT);
+        take(&p, abase, A(fch[l]), BT * 4 * C);
+        take(&p, abase, A(fch_gelu[l]), BT * 4 * C);
+        take(&p, abase, A(fcproj[l]), BT * C);
+        take(&p, abase, A(residual3[l]), BT * C);
+    }
+    take(&p, abase, A(lnf), BT * C);
+    take(&p, abase, A(lnf_mean), BT);
+    take(&p, abase, A(lnf_rstd), BT);
+    take(&p, abase, A(logits), BT * Vp);
+    take(&p, abase, A(losses), BT);
+#undef A
+    *acts_out = p.used;
+    gptc_plan q = {0};
+#define D(field) (d ? &d->field : &sink)
+    take(&q, dbase, D(dres_out), BT * C);
+    take(&q, dbase, D(dres_in), BT * C);
+    take(&q, dbase, D(dlnf), BT * C);
+    take(&q, dbase, D(dlogits), BT * Vp);
+    size_t layer_start = q.used;
+    take(&q, dbase, D(dln1), BT * C);
+    take(&q, dbase, D(dqkv), BT * 3 * C);
+    take(&q, dbase, D(datty), BT * C);
+    take(&q, dbase, D(dpreatt), TT);
+    take(&q, dbase, D(datt), TT);
+    take(&q, dbase, D(dattproj), BT * C);
+    take(&q, dbase, D(dres2), BT * C);
+    take(&q, dbase, D(dln2), BT * C);
+    take(&q, dbase, D(dfch), BT * 4 * C);
+    take(&q, dbase, D(dfch_gelu), BT * 4 * C);
+    take(&q, dbase, D(dfcproj), BT * C);
+#undef D
+    if (d && dbase) {
+        d->layer_block = dbase + layer_start;
+        d->layer_floats = q.used - layer_start;
+    }
+    *dacts_out = q.used;
+}
+
+size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T) {
+    size_t acts, dacts;
+    plan_acts(NULL, cfg, B, T, NULL, NULL, &acts, &dacts);
+    size_t params = gptc_model_num_params(cfg) + (size_t)(gptc_padded_vocab(cfg->vocab) - cfg->vocab) * cfg->channels;
+    return (2 * params + acts + dacts) * sizeof(float);
+}
+
+gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
+    GPTC_ASSERT(!m->grads && !m->act_arena);
+    if (T > m->cfg.context)
+        return gptc_fail(GPTC_ERR_ARG, "--seq %d: longer than the model's context %d", T, m->cfg.context);
+    int L = m->cfg.layers;
+    /* the [L] pointer arrays of gptc_acts, in one block: 16 per-layer fields */
+    float **ptrs = gptc_alloc(sizeof(float *) * 16 * L, "activation views");
+    if (!ptrs) return GPTC_ERR_NOMEM;
+    float ***fields[16] = {&m->a.ln1, &m->a.ln1_mean, &m->a.ln1_rstd, &m->a.qkv, &m->a.atty, &m->a.preatt,
+                           &m->a.att, &m->a.attproj, &m->a.residual2, &m->a.ln2, &m->a.ln2_mean, &m->a.ln2_rstd,
+                           &m->a.fch, &m->a.fch_gelu, &m->a.fcproj, &m->a.residual3};
+    for (int i = 0; i < 16; i++) *fields[i] = ptrs + (size_t)i * L;
+    plan_acts(NULL, &m->cfg, B, T, NULL, NULL, &m->act_floats, &m->dact_floats);
+    m->grads = gptc_alloc(m->num_floats * sizeof(float), "gradients");
+    m->act_arena = m->grads ? gptc_alloc(m->act_floats * sizeof(float), "activations") : NULL;
+    m->dact_arena = m->act_arena ? gptc_alloc(m->dact_floats * sizeof(float), "activation gradients") : NULL;
+    m->inputs = m->dact_arena ? gptc_alloc(sizeof(int) * B * T, "inputs") : NULL;
+    m->targets = m->inputs ? gptc_alloc(sizeof(int) * B * T, "targets") : NULL;
+    if (!m->targets) return GPTC_ERR_NOMEM; /* gptc_model_free releases what was allocated */
+    plan_acts(m, &m->cfg, B, T, m->act_arena, m->dact_arena, &m->act_floats, &m->dact_floats);
+    point_views(m, m->grads, &m->g);
+    m->B = B;
+    m->T = T;
+    return GPTC_OK;
+}

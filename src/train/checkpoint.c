@@ -1,0 +1,341 @@
+/* checkpoint.c — saving, finding and loading checkpoint folders (see checkpoint.h). */
+#include "train/checkpoint.h"
+#include "io/io.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MODEL_FILE "model.safetensors"
+#define OPTIM_FILE "optim.safetensors"
+#define CONFIG_FILE "config.json"
+
+/* ---- metadata helpers */
+
+typedef struct {
+    const char *keys[24];
+    char vals[24][32];
+    const char *vptr[24];
+    int n;
+} meta_list;
+
+static void meta_add(meta_list *ml, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void meta_add(meta_list *ml, const char *key, const char *fmt, ...) {
+    GPTC_ASSERT(ml->n < 24);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ml->vals[ml->n], sizeof ml->vals[0], fmt, ap);
+    va_end(ap);
+    ml->keys[ml->n] = key;
+    ml->vptr[ml->n] = ml->vals[ml->n];
+    ml->n++;
+}
+
+static void meta_config(meta_list *ml, const gptc_model_config *c, const char *tokenizer) {
+    meta_add(ml, "format", "pt");
+    meta_add(ml, "gptc.layers", "%d", c->layers);
+    meta_add(ml, "gptc.heads", "%d", c->heads);
+    meta_add(ml, "gptc.channels", "%d", c->channels);
+    meta_add(ml, "gptc.context", "%d", c->context);
+    meta_add(ml, "gptc.vocab", "%d", c->vocab);
+    meta_add(ml, "gptc.tokenizer", "%s", tokenizer);
+}
+
+static gptc_status meta_u64(const gptc_st_file *f, const char *key, uint64_t *out) {
+    const char *v = gptc_st_meta(f, key);
+    char *end;
+    if (!v || !*v) return gptc_fail(GPTC_ERR_FORMAT, "%s: metadata %s missing; not a gptc checkpoint", f->path, key);
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end || errno) return gptc_fail(GPTC_ERR_FORMAT, "%s: metadata %s=\"%s\" is not a number", f->path, key, v);
+    *out = x;
+    return GPTC_OK;
+}
+
+static gptc_status meta_int(const gptc_st_file *f, const char *key, int *out) {
+    uint64_t x = 0;
+    gptc_status st = meta_u64(f, key, &x);
+    if (st) return st;
+    if (x > 1000000000ULL) return gptc_fail(GPTC_ERR_FORMAT, "%s: metadata %s=%" PRIu64 " is out of range", f->path, key, x);
+    *out = (int)x;
+    return GPTC_OK;
+}
+
+/* ---- saving */
+
+static gptc_status write_hf_config(const char *path, const gptc_model_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(o, "model_type", "gpt2");
+    cJSON_AddNumberToObject(o, "n_layer", c->layers);
+    cJSON_AddNumberToObject(o, "n_head", c->heads);
+    cJSON_AddNumberToObject(o, "n_embd", c->channels);
+    cJSON_AddNumberToObject(o, "n_positions", c->context);
+    cJSON_AddNumberToObject(o, "n_ctx", c->context);
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
+    cJSON_AddNumberToObject(o, "layer_norm_epsilon", 1e-5);
+    cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", 1);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) return gptc_fail(GPTC_ERR_NOMEM, "%s: cannot format config", path);
+    const void *parts[1] = {text};
+    size_t lens[1] = {strlen(text)};
+    gptc_status st = gptc_file_write_atomic(path, parts, lens, 1);
+    free(text);
+    return st;
+}
+
+/* tensors of the model (prefix "") or of a moment buffer (prefix "exp_avg." ...) as entries */
+static void fill_entries(const gptc_model *m, const float *base, const char *prefix, char (*names)[64],
+                         gptc_st_entry *e) {
+    for (int i = 0; i < m->ntensors; i++) {
+        const gptc_tensor_desc *d = &m->tensors[i];
+        snprintf(names[i], 64, "%s%s", prefix, d->name);
+        e[i] = (gptc_st_entry){.name = names[i], .dtype = GPTC_F32, .ndim = d->ndim, .data = base + d->offset};
+        e[i].shape[0] = d->shape[0];
+        e[i].shape[1] = d->shape[1];
+    }
+}
+
+static int is_step_name(const char *name, long *step) {
+    char *end;
+    if (strncmp(name, "step-", 5) != 0) return 0;
+    long s = strtol(name + 5, &end, 10);
+    if (*end || end == name + 5 || s < 0) return 0;
+    *step = s;
+    return 1;
+}
+
+typedef struct { long step; char name[64]; } step_dir;
+static int by_step(const void *a, const void *b) {
+    long x = ((const step_dir *)a)->step, y = ((const step_dir *)b)->step;
+    return (x > y) - (x < y);
+}
+
+/* Lists the step folders of dir, oldest first; *n = count (caller frees *out). */
+static gptc_status list_steps(const char *dir, step_dir **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return gptc_fail(GPTC_ERR_IO, "%s: cannot open folder: %s", dir, strerror(errno));
+    int cap = 16;
+    step_dir *v = malloc(sizeof *v * cap);
+    struct dirent *de;
+    while (v && (de = readdir(d))) {
+        long s;
+        if (!is_step_name(de->d_name, &s) || strlen(de->d_name) >= sizeof v[0].name) continue;
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
+        if (!gptc_is_dir(full)) continue;
+        if (*n == cap) v = realloc(v, sizeof *v * (cap *= 2));
+        if (!v) break;
+        v[*n].step = s;
+        snprintf(v[*n].name, sizeof v[0].name, "%s", de->d_name);
+        (*n)++;
+    }
+    closedir(d);
+    if (!v) return gptc_fail(GPTC_ERR_NOMEM, "%s: out of memory listing checkpoints", dir);
+    qsort(v, *n, sizeof *v, by_step);
+    *out = v;
+    return GPTC_OK;
+}
+
+gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mom, const float *vel,
+                           const gptc_trainer_state *s, int keep, char *written, size_t cap) {
+    char tmp[4096], final[4096], path[4096];
+    gptc_status st = gptc_mkdir_p(dir);
+    if (st) return st;
+    snprintf(tmp, sizeof tmp, "%s/.tmp-step-%08d-%d", dir, s->step, (int)getpid());
+    snprintf(final, sizeof final, "%s/step-%08d", dir, s->step);
+    gptc_remove_tree(tmp);
+    if ((st = gptc_mkdir_p(tmp))) return st;
+
+    int n = m->ntensors;
+    char(*names)[64] = malloc(sizeof *names * n * 2);
+    gptc_st_entry *e = malloc(sizeof *e * n * 2);
+    if (!names || !e) {
+        st = gptc_fail(GPTC_ERR_NOMEM, "%s: out of memory", final);
+        goto done;
+    }
+    meta_list ml = {0};
+    meta_config(&ml, &m->cfg, s->tokenizer);
+    fill_entries(m, m->params, "", names, e);
+    snprintf(path, sizeof path, "%s/" MODEL_FILE, tmp);
+    if ((st = gptc_st_write(path, e, n, ml.keys, ml.vptr, ml.n))) goto done;
+    snprintf(path, sizeof path, "%s/" CONFIG_FILE, tmp);
+    if ((st = write_hf_config(path, &m->cfg))) goto done;
+    if (mom && vel) {
+        meta_list ol = {0};
+        meta_config(&ol, &m->cfg, s->tokenizer);
+        meta_add(&ol, "gptc.step", "%d", s->step);
+        meta_add(&ol, "gptc.seed", "%" PRIu64, s->seed);
+        meta_add(&ol, "gptc.rng", "%" PRIu64, s->rng);
+        meta_add(&ol, "gptc.loader_epoch", "%" PRIu64, s->loader_epoch);
+        meta_add(&ol, "gptc.loader_cursor", "%" PRIu64, s->loader_cursor);
+        fill_entries(m, mom, "exp_avg.", names, e);
+        fill_entries(m, vel, "exp_avg_sq.", names + n, e + n);
+        snprintf(path, sizeof path, "%s/" OPTIM_FILE, tmp);
+        if ((st = gptc_st_write(path, e, 2 * n, ol.keys, ol.vptr, ol.n))) goto done;
+    }
+    if ((st = gptc_fsync_dir(tmp))) goto done;
+    /* replace an existing folder of the same step (a re-save after a resume) */
+    if (gptc_is_dir(final)) {
+        char old[4200];
+        snprintf(old, sizeof old, "%s.old-%d", final, (int)getpid());
+        if (rename(final, old) != 0) {
+            st = gptc_fail(GPTC_ERR_IO, "%s: cannot replace: %s", final, strerror(errno));
+            goto done;
+        }
+        gptc_remove_tree(old);
+    }
+    if (rename(tmp, final) != 0) {
+        st = gptc_fail(GPTC_ERR_IO, "%s: cannot rename into place: %s", final, strerror(errno));
+        goto done;
+    }
+    if ((st = gptc_fsync_dir(dir))) goto done;
+    if (written) snprintf(written, cap, "%s", final);
+    /* keep the newest `keep` */
+    step_dir *steps;
+    int ns;
+    if (keep > 0 && list_steps(dir, &steps, &ns) == GPTC_OK) {
+        for (int i = 0; i + keep < ns; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, steps[i].name);
+            gptc_remove_tree(path);
+        }
+        free(steps);
+    }
+done:
+    if (st) gptc_remove_tree(tmp);
+    free(names);
+    free(e);
+    return st;
+}
+
+/* ---- finding and loading */
+
+gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, char *tokenizer, size_t cap) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" MODEL_FILE, step_dir);
+    gptc_st_file f = {0};
+    gptc_status st = gptc_st_open(&f, path);
+    if (st) return st;
+    if ((st = meta_int(&f, "gptc.layers", &cfg->layers)) || (st = meta_int(&f, "gptc.heads", &cfg->heads)) ||
+        (st = meta_int(&f, "gptc.channels", &cfg->channels)) || (st = meta_int(&f, "gptc.context", &cfg->context)) ||
+        (st = meta_int(&f, "gptc.vocab", &cfg->vocab)))
+        goto done;
+    if ((st = gptc_model_config_check(cfg))) {
+        st = gptc_fail_prefix(GPTC_ERR_FORMAT, "%s: bad model config in metadata", path);
+        goto done;
+    }
+    if (tokenizer) {
+        const char *t = gptc_st_meta(&f, "gptc.tokenizer");
+        snprintf(tokenizer, cap, "%s", t ? t : "");
+    }
+done:
+    gptc_st_close(&f);
+    return st;
+}
+
+gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found) {
+    *found = false;
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/" MODEL_FILE, dir);
+    if (gptc_is_file(probe)) {
+        snprintf(path, cap, "%s", dir);
+        *found = true;
+        return GPTC_OK;
+    }
+    if (!gptc_is_dir(dir)) return GPTC_OK;
+    step_dir *steps;
+    int n;
+    gptc_status st = list_steps(dir, &steps, &n);
+    if (st) return st;
+    for (int i = n - 1; i >= 0; i--) {
+        char cand[4096];
+        snprintf(cand, sizeof cand, "%s/%s", dir, steps[i].name);
+        gptc_model_config cfg;
+        st = gptc_ckpt_read_config(cand, &cfg, NULL, 0);
+        if (st == GPTC_OK) {
+            snprintf(probe, sizeof probe, "%s/" OPTIM_FILE, cand);
+            gptc_st_file f = {0};
+            if (gptc_is_file(probe) && (st = gptc_st_open(&f, probe)) != GPTC_OK) {
+                gptc_warn("skipping checkpoint %s: %s", cand, gptc_last_error());
+                continue;
+            }
+            gptc_st_close(&f);
+            snprintf(path, cap, "%s", cand);
+            *found = true;
+            break;
+        }
+        gptc_warn("skipping checkpoint %s: %s", cand, gptc_last_error());
+    }
+    free(steps);
+    return GPTC_OK;
+}
+
+/* copies every tensor of m from f (names with prefix) into base, checking dtype and shape */
+static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, const char *prefix, float *base) {
+    for (int i = 0; i < m->ntensors; i++) {
+        const gptc_tensor_desc *d = &m->tensors[i];
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", prefix, d->name);
+        const gptc_st_tensor *t = gptc_st_find(f, name);
+        if (!t) return gptc_fail(GPTC_ERR_FORMAT, "%s: tensor %s missing; not a checkpoint of this model", f->path, name);
+        bool same = t->dtype == GPTC_F32 && t->ndim == d->ndim && t->shape[0] == d->shape[0] &&
+                    (d->ndim == 1 || t->shape[1] == d->shape[1]);
+        if (!same)
+            return gptc_fail(GPTC_ERR_STATE, "%s: tensor %s is %s %dD [%" PRId64 ", %" PRId64 "], the model needs F32 [%" PRId64 ", %" PRId64 "]",
+                             f->path, name, gptc_dtype_name(t->dtype), t->ndim, t->shape[0], t->ndim > 1 ? t->shape[1] : 0,
+                             d->shape[0], d->ndim > 1 ? d->shape[1] : 0);
+        memcpy(base + d->offset, t->data, d->numel * sizeof(float));
+    }
+    return GPTC_OK;
+}
+
+static gptc_status check_same_config(const char *path, const gptc_model_config *a, const gptc_model_config *b) {
+    if (a->layers == b->layers && a->heads == b->heads && a->channels == b->channels && a->context == b->context &&
+        a->vocab == b->vocab)
+        return GPTC_OK;
+    return gptc_fail(GPTC_ERR_STATE,
+                     "%s: checkpoint is layers=%d heads=%d channels=%d context=%d vocab=%d but the run asks for "
+                     "layers=%d heads=%d channels=%d context=%d vocab=%d; use matching flags or another --ckpt folder",
+                     path, a->layers, a->heads, a->channels, a->context, a->vocab, b->layers, b->heads, b->channels,
+                     b->context, b->vocab);
+}
+
+gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, float *vel, gptc_trainer_state *s) {
+    char path[4096];
+    gptc_model_config cfg;
+    char tok[32];
+    gptc_status st = gptc_ckpt_read_config(step_dir, &cfg, tok, sizeof tok);
+    if (st) return st;
+    if ((st = check_same_config(step_dir, &cfg, &m->cfg))) return st;
+    snprintf(path, sizeof path, "%s/" MODEL_FILE, step_dir);
+    gptc_st_file f = {0};
+    if ((st = gptc_st_open(&f, path))) return st;
+    memset(m->params, 0, m->num_floats * sizeof(float));
+    st = load_tensors(&f, m, "", m->params);
+    gptc_st_close(&f);
+    if (st || !mom) return st;
+    snprintf(path, sizeof path, "%s/" OPTIM_FILE, step_dir);
+    if ((st = gptc_st_open(&f, path))) return st;
+    memset(mom, 0, m->num_floats * sizeof(float));
+    memset(vel, 0, m->num_floats * sizeof(float));
+    if ((st = load_tensors(&f, m, "exp_avg.", mom)) || (st = load_tensors(&f, m, "exp_avg_sq.", vel))) goto done;
+    memset(s, 0, sizeof *s);
+    if ((st = meta_int(&f, "gptc.step", &s->step)) || (st = meta_u64(&f, "gptc.seed", &s->seed)) ||
+        (st = meta_u64(&f, "gptc.rng", &s->rng)) || (st = meta_u64(&f, "gptc.loader_epoch", &s->loader_epoch)) ||
+        (st = meta_u64(&f, "gptc.loader_cursor", &s->loader_cursor)))
+        goto done;
+    snprintf(s->tokenizer, sizeof s->tokenizer, "%s", tok);
+done:
+    gptc_st_close(&f);
+    return st;
+}

@@ -1,0 +1,38 @@
+/* checkpoint.h — checkpoints as folders of safetensors files:
+ *   DIR/step-00000100/model.safetensors   HF GPT-2 tensor names and layouts, config in metadata
+ *   DIR/step-00000100/config.json         HF-style GPT-2 config, so the folder loads elsewhere
+ *   DIR/step-00000100/optim.safetensors   AdamW moments ("exp_avg.<name>", "exp_avg_sq.<name>")
+ *                                         and the trainer state in its metadata
+ * A checkpoint is written into DIR/.tmp-step-N-PID, every file fsync'd, then renamed into place and
+ * DIR fsync'd, so a crash leaves either the old set or the new one. Each tensor carries a CRC32C. */
+#ifndef GPTC_TRAIN_CHECKPOINT_H
+#define GPTC_TRAIN_CHECKPOINT_H
+
+#include "model/gpt2.h"
+
+typedef struct gptc_trainer_state {
+    int step;                 /* optimizer steps completed */
+    uint64_t seed;
+    uint64_t rng;             /* trainer RNG state */
+    uint64_t loader_epoch, loader_cursor;
+    char tokenizer[32];       /* tokenizer of the training data ("" if unknown) */
+} gptc_trainer_state;
+
+/* Writes DIR/step-<step> atomically, then removes all but the newest `keep` step folders.
+ * mom/vel may be NULL (a weights-only checkpoint). *written (may be NULL) gets the folder path. */
+gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mom, const float *vel,
+                           const gptc_trainer_state *s, int keep, char *written, size_t cap);
+
+/* Finds the newest step folder in dir whose model file opens and verifies; older valid ones are
+ * the fallback when a newer one is damaged (a warning names it). *found false when none. If dir
+ * itself is a step folder it is returned. */
+gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found);
+
+/* Reads the model configuration and tokenizer name from a step folder. */
+gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, char *tokenizer, size_t cap);
+
+/* Loads the weights into m (initialised with the same config; a different shape is refused naming
+ * both) and, when mom/vel/s are non-NULL, the optimizer moments and trainer state. */
+gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, float *vel, gptc_trainer_state *s);
+
+#endif

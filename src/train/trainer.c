@@ -1,0 +1,275 @@
+/* trainer.c — the training loop: check everything, set up (or resume) model, optimizer and loaders,
+ * then per step: micro-batches with gradient accumulation, global-norm clipping, the LR schedule,
+ * AdamW, evaluation and checkpoints. Reports through the step callback; prints nothing. */
+#include "gptc.h"
+#include "data/data.h"
+#include "io/io.h"
+#include "optim/optim.h"
+#include "train/checkpoint.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+
+void gptc_train_options_default(gptc_train_options *o) {
+    memset(o, 0, sizeof *o);
+    gptc_model_preset("small-cpu", &o->model);
+    o->batch = 16;
+    o->seq = 128;
+    o->steps = 600;
+    o->lr = 2e-3f;
+    o->warmup = 50;
+    o->lr_floor = 0.1f;
+    o->weight_decay = 0.1f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.95f;
+    o->eps = 1e-8f;
+    o->clip = 1.0f;
+    o->seed = 1337;
+    o->shuffle = 1;
+    o->ckpt_every = 200;
+    o->keep = 2;
+    o->eval_every = 100;
+    o->eval_batches = 8;
+}
+
+typedef struct trainer {
+    const gptc_train_options *o;
+    gptc_model model;
+    float *mom, *vel;
+    gptc_loader train, val;
+    bool has_val;
+    int *inputs, *targets; /* (B,T) */
+    int accum;
+    gptc_trainer_state state;
+    gptc_lr_schedule sched;
+    gptc_adamw adamw;
+} trainer;
+
+gptc_status gptc_train_resolve_model(const gptc_train_options *o, gptc_model_config *out) {
+    gptc_data_meta meta = {0};
+    bool has_meta = false;
+    gptc_status st;
+    if (o->data && (st = gptc_data_meta_read(o->data, &meta, &has_meta))) return gptc_fail_prefix(st, "--data");
+    *out = o->model;
+    if (out->vocab == 0) out->vocab = has_meta ? meta.vocab : 50257;
+    return gptc_model_config_check(out);
+}
+
+static gptc_status check_options(const gptc_train_options *o) {
+    if (o->batch < 1) return gptc_fail(GPTC_ERR_ARG, "--batch %d: must be at least 1", o->batch);
+    if (o->seq < 1) return gptc_fail(GPTC_ERR_ARG, "--seq %d: must be at least 1", o->seq);
+    if (o->seq > o->model.context)
+        return gptc_fail(GPTC_ERR_ARG, "--seq %d: longer than the model's context %d; use --seq <= %d or a larger --context",
+                         o->seq, o->model.context, o->model.context);
+    if (o->steps < 1) return gptc_fail(GPTC_ERR_ARG, "--steps %d: must be at least 1", o->steps);
+    long bt = (long)o->batch * o->seq;
+    if (o->total_batch < 0 || (o->total_batch && o->total_batch % bt))
+        return gptc_fail(GPTC_ERR_ARG, "--total-batch %ld: must be a positive multiple of --batch x --seq = %ld", o->total_batch, bt);
+    if (!(o->lr > 0) || !isfinite(o->lr)) return gptc_fail(GPTC_ERR_ARG, "--lr %g: must be a positive number", o->lr);
+    if (o->warmup < 0) return gptc_fail(GPTC_ERR_ARG, "--warmup %d: must be 0 or more", o->warmup);
+    if (!(o->lr_floor >= 0 && o->lr_floor <= 1)) return gptc_fail(GPTC_ERR_ARG, "--lr-floor %g: must be in [0, 1]", o->lr_floor);
+    if (!(o->weight_decay >= 0)) return gptc_fail(GPTC_ERR_ARG, "--weight-decay %g: must be 0 or more", o->weight_decay);
+    if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
+        return gptc_fail(GPTC_ERR_ARG, "--beta1/--beta2: must be in [0, 1)");
+    if (!(o->eps > 0)) return gptc_fail(GPTC_ERR_ARG, "--eps %g: must be positive", o->eps);
+    if (!(o->clip >= 0)) return gptc_fail(GPTC_ERR_ARG, "--clip %g: must be 0 (off) or positive", o->clip);
+    if (o->keep < 1) return gptc_fail(GPTC_ERR_ARG, "--keep %d: must be at least 1", o->keep);
+    if (o->ckpt_every < 0) return gptc_fail(GPTC_ERR_ARG, "--ckpt-every %d: must be 0 or more", o->ckpt_every);
+    if (o->eval_every < 0) return gptc_fail(GPTC_ERR_ARG, "--eval-every %d: must be 0 or more", o->eval_every);
+    if (o->eval_batches < 1) return gptc_fail(GPTC_ERR_ARG, "--eval-batches %d: must be at least 1", o->eval_batches);
+    if (o->threads < 0) return gptc_fail(GPTC_ERR_ARG, "--threads %d: must be 0 (all cores) or more", o->threads);
+    if (!o->data || !*o->data) return gptc_fail(GPTC_ERR_ARG, "--data: missing; give a shard, a glob or a folder made by `gptc prepare`");
+    if (o->ckpt_dir && strlen(o->ckpt_dir) > 3000) return gptc_fail(GPTC_ERR_ARG, "--ckpt: path too long");
+    return GPTC_OK;
+}
+
+static gptc_status open_loader(gptc_loader *l, const char *spec, bool want_val, const char *flag,
+                               const gptc_train_options *o, int vocab, bool shuffle) {
+    char **paths;
+    int n;
+    gptc_status st = gptc_data_resolve(spec, want_val, &paths, &n);
+    if (st) return gptc_fail_prefix(st, "%s", flag);
+    st = gptc_loader_open(l, paths, n, o->batch, o->seq, vocab, shuffle, o->seed, 0, 1);
+    gptc_paths_free(paths, n);
+    if (st) return gptc_fail_prefix(st, "%s", flag);
+    return GPTC_OK;
+}
+
+static float evaluate(trainer *t) {
+    const gptc_train_options *o = t->o;
+    gptc_loader_rewind(&t->val);
+    double sum = 0;
+    int n = 0;
+    for (int i = 0; i < o->eval_batches; i++) {
+        if (gptc_loader_next(&t->val, t->inputs, t->targets) != GPTC_OK) return NAN;
+        if (gptc_loader_tell(&t->val).epoch > 0) break; /* the val set is smaller than eval_batches */
+        sum += gptc_model_forward(&t->model, t->inputs, t->targets, o->batch, o->seq);
+        n++;
+    }
+    return n ? (float)(sum / n) : NAN;
+}
+
+static gptc_status save(trainer *t, char *written, size_t cap) {
+    gptc_loader_pos pos = gptc_loader_tell(&t->train);
+    t->state.loader_epoch = pos.epoch;
+    t->state.loader_cursor = pos.cursor;
+    return gptc_ckpt_save(t->o->ckpt_dir, &t->model, t->mom, t->vel, &t->state, t->o->keep, written, cap);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void trainer_free(trainer *t) {
+    gptc_model_free(&t->model);
+    gptc_free(t->mom);
+    gptc_free(t->vel);
+    gptc_loader_close(&t->train);
+    gptc_loader_close(&t->val);
+    gptc_free(t->inputs);
+    gptc_free(t->targets);
+}
+
+gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, void *user, gptc_train_result *res) {
+    trainer t = {0};
+    gptc_train_options o = *opts;
+    gptc_status st;
+    gptc_train_result r = {.first_val_loss = NAN, .last_val_loss = NAN};
+    double *step_ms = NULL;
+
+    /* 1. everything that can be checked before touching memory or disk */
+    gptc_data_meta meta = {0};
+    bool has_meta = false;
+    if (o.data && (st = gptc_data_meta_read(o.data, &meta, &has_meta))) return gptc_fail_prefix(st, "--data");
+    if (o.model.vocab == 0) o.model.vocab = has_meta ? meta.vocab : 50257;
+    if ((st = gptc_model_config_check(&o.model)) || (st = check_options(&o))) return st;
+    t.o = &o;
+    t.accum = o.total_batch ? (int)(o.total_batch / ((long)o.batch * o.seq)) : 1;
+    snprintf(t.state.tokenizer, sizeof t.state.tokenizer, "%s", has_meta ? meta.tokenizer : "");
+    t.state.seed = o.seed;
+    gptc_rng rng;
+    gptc_rng_seed(&rng, o.seed);
+    t.state.rng = rng.state;
+
+    char resume[4096];
+    bool resuming = false;
+    if (o.ckpt_dir && (st = gptc_ckpt_find(o.ckpt_dir, resume, sizeof resume, &resuming))) return gptc_fail_prefix(st, "--ckpt");
+    if (resuming) {
+        gptc_model_config saved;
+        if ((st = gptc_ckpt_read_config(resume, &saved, NULL, 0))) return gptc_fail_prefix(st, "--ckpt");
+        if (memcmp(&saved, &o.model, sizeof saved) != 0)
+            return gptc_fail(GPTC_ERR_STATE,
+                             "--ckpt %s: holds a model with layers=%d heads=%d channels=%d context=%d vocab=%d, but "
+                             "this run asks for layers=%d heads=%d channels=%d context=%d vocab=%d; use matching flags "
+                             "or another --ckpt folder",
+                             resume, saved.layers, saved.heads, saved.channels, saved.context, saved.vocab,
+                             o.model.layers, o.model.heads, o.model.channels, o.model.context, o.model.vocab);
+    }
+    size_t need = gptc_model_train_bytes(&o.model, o.batch, o.seq) + 2 * gptc_model_num_params(&o.model) * sizeof(float);
+    struct sysinfo si;
+    if (sysinfo(&si) == 0 && need > (size_t)si.totalram * si.mem_unit)
+        return gptc_fail(GPTC_ERR_ARG,
+                         "--batch %d --seq %d: this run needs %.1f GiB but the machine has %.1f GiB; use a smaller "
+                         "model, --batch or --seq",
+                         o.batch, o.seq, need / 1073741824.0, (double)si.totalram * si.mem_unit / 1073741824.0);
+    gptc_set_threads(o.threads);
+
+    /* 2. data */
+    if ((st = open_loader(&t.train, o.data, false, "--data", &o, o.model.vocab, o.shuffle))) goto fail;
+    const char *val_spec = o.val_data ? o.val_data : (gptc_is_dir(o.data) ? o.data : NULL);
+    if (val_spec) {
+        if ((st = open_loader(&t.val, val_spec, true, o.val_data ? "--val-data" : "--data (val split)", &o, o.model.vocab, false))) goto fail;
+        t.has_val = true;
+    }
+
+    /* 3. model and optimizer */
+    if ((st = gptc_model_init(&t.model, &o.model)) || (st = gptc_model_alloc_train(&t.model, o.batch, o.seq))) goto fail;
+    t.mom = gptc_alloc(t.model.num_floats * sizeof(float), "AdamW first moments");
+    t.vel = t.mom ? gptc_alloc(t.model.num_floats * sizeof(float), "AdamW second moments") : NULL;
+    t.inputs = t.vel ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
+    t.targets = t.inputs ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
+    if (!t.targets) { st = GPTC_ERR_NOMEM; goto fail; }
+    if (resuming) {
+        char tok[32];
+        snprintf(tok, sizeof tok, "%s", t.state.tokenizer);
+        if ((st = gptc_ckpt_load(resume, &t.model, t.mom, t.vel, &t.state))) goto fail;
+        if (!t.state.tokenizer[0]) snprintf(t.state.tokenizer, sizeof t.state.tokenizer, "%s", tok);
+        gptc_loader_pos pos = {t.state.loader_epoch, t.state.loader_cursor};
+        if ((st = gptc_loader_seek(&t.train, pos))) { st = gptc_fail_prefix(st, "--ckpt %s", resume); goto fail; }
+    } else {
+        gptc_model_init_weights(&t.model, o.seed);
+    }
+    t.sched = (gptc_lr_schedule){.lr = o.lr, .warmup = o.warmup, .steps = o.steps, .floor = o.lr_floor};
+    t.adamw = (gptc_adamw){.beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay};
+    r.first_step = t.state.step;
+    r.model = o.model;
+    r.num_params = gptc_model_num_params(&o.model);
+    step_ms = malloc(sizeof(double) * (o.steps + 1));
+    if (!step_ms) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto fail; }
+
+    /* 4. the loop */
+    long tokens_per_step = (long)t.accum * o.batch * o.seq;
+    bool stop = false;
+    while (t.state.step < o.steps && !stop) {
+        double t0 = gptc_now();
+        gptc_model_zero_grad(&t.model);
+        double loss_sum = 0;
+        for (int micro = 0; micro < t.accum; micro++) {
+            if ((st = gptc_loader_next(&t.train, t.inputs, t.targets))) { st = gptc_fail_prefix(st, "--data"); goto fail; }
+            loss_sum += gptc_model_forward(&t.model, t.inputs, t.targets, o.batch, o.seq);
+            gptc_model_backward(&t.model, 1.0f / t.accum);
+        }
+        float loss = (float)(loss_sum / t.accum);
+        double norm = gptc_grad_norm(t.model.grads, t.model.num_floats);
+        float lr = gptc_lr_at(&t.sched, t.state.step);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: loss %g, gradient norm %g are not finite; lower --lr or check the data",
+                           t.state.step + 1, loss, norm);
+            goto fail;
+        }
+        gptc_adamw_update(&t.model, t.mom, t.vel, &t.adamw, lr, gptc_clip_scale(norm, o.clip), t.state.step + 1);
+        t.state.step++;
+        double ms = (gptc_now() - t0) * 1e3;
+        step_ms[r.steps_run] = ms;
+        if (r.steps_run == 0) r.first_loss = loss;
+        r.last_loss = loss;
+        r.steps_run++;
+
+        gptc_step_info info = {.step = t.state.step, .steps = o.steps, .loss = loss, .lr = lr, .grad_norm = (float)norm,
+                               .ms = ms, .tokens_per_s = tokens_per_step / (ms * 1e-3), .val_loss = NAN};
+        bool last = t.state.step == o.steps;
+        if (t.has_val && ((o.eval_every && t.state.step % o.eval_every == 0) || last || r.steps_run == 1)) {
+            info.val_loss = evaluate(&t);
+            if (isnan(r.first_val_loss)) r.first_val_loss = info.val_loss;
+            r.last_val_loss = info.val_loss;
+        }
+        if (on_step && on_step(user, &info)) stop = true;
+        char written[4096];
+        if (o.ckpt_dir && ((o.ckpt_every && t.state.step % o.ckpt_every == 0) || last || stop)) {
+            if ((st = save(&t, written, sizeof written))) { st = gptc_fail_prefix(st, "--ckpt"); goto fail; }
+            if (on_step) {
+                gptc_step_info saved = info;
+                saved.val_loss = NAN;
+                saved.ckpt_path = written;
+                on_step(user, &saved);
+            }
+        }
+    }
+    if (r.steps_run) {
+        qsort(step_ms, r.steps_run, sizeof *step_ms, cmp_double);
+        double med = r.steps_run % 2 ? step_ms[r.steps_run / 2]
+                                     : 0.5 * (step_ms[r.steps_run / 2 - 1] + step_ms[r.steps_run / 2]);
+        r.ms_per_step = med;
+        r.tokens_per_s = tokens_per_step / (med * 1e-3);
+    }
+    st = GPTC_OK;
+fail:
+    free(step_ms);
+    trainer_free(&t);
+    if (res) *res = r;
+    return st;
+}

@@ -1,0 +1,55 @@
+/* test.h — a minimal test harness: TEST(name) registers a function at load time; CHECK* record a
+ * failure (with file:line and the values) and let the test go on; the runner prints one line per
+ * test and ends with "N passed, N failed". */
+#ifndef GPTC_TEST_H
+#define GPTC_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+
+typedef void (*test_fn)(void);
+void test_register(const char *name, test_fn fn);
+void test_fail_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int test_failures_in_current(void);
+
+#define TEST(name)                                                                           \
+    static void test_##name(void);                                                           \
+    __attribute__((constructor)) static void test_reg_##name(void) { test_register(#name, test_##name); } \
+    static void test_##name(void)
+
+#define CHECK(cond)                                                                          \
+    do {                                                                                     \
+        if (!(cond)) test_fail_at(__FILE__, __LINE__, "CHECK(%s)", #cond);                   \
+    } while (0)
+#define CHECK_MSG(cond, ...)                                                                 \
+    do {                                                                                     \
+        if (!(cond)) test_fail_at(__FILE__, __LINE__, __VA_ARGS__);                          \
+    } while (0)
+#define CHECK_EQ_INT(a, b)                                                                   \
+    do {                                                                                     \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                  \
+        if (a_ != b_) test_fail_at(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_, b_); \
+    } while (0)
+#define CHECK_NEAR(a, b, tol)                                                                \
+    do {                                                                                     \
+        double a_ = (double)(a), b_ = (double)(b);                                           \
+        if (!(fabs(a_ - b_) <= (tol)))                                                       \
+            test_fail_at(__FILE__, __LINE__, "%s ~= %s: %.9g vs %.9g (tol %g)", #a, #b, a_, b_, (double)(tol)); \
+    } while (0)
+/* A status call that must succeed; prints gptc_last_error() otherwise. */
+#define CHECK_OK(call)                                                                       \
+    do {                                                                                     \
+        gptc_status st_ = (call);                                                            \
+        if (st_ != GPTC_OK) test_fail_at(__FILE__, __LINE__, "%s -> %s: %s", #call, gptc_status_name(st_), gptc_last_error()); \
+    } while (0)
+
+/* Helpers shared by tests (tests/test_util.c). */
+const char *test_tmpdir(void);             /* a fresh folder for this test run */
+const char *test_gptc_bin(void);           /* path of the gptc binary under test */
+/* Runs a shell command; returns its exit status (or -1); stdout+stderr go to *out (malloc'd, may be NULL). */
+int test_run(const char *cmd, char **out);
+/* max |a-b| / max(max |b|, 1e-30) */
+double test_rel_err_f(const float *a, const float *b, size_t n);
+double test_rel_err_d(const double *a, const double *b, size_t n);
+
+#endif

@@ -1,0 +1,61 @@
+/* test_util.c — helpers shared by the tests: a scratch folder, running the CLI, error measures. */
+#include "test.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+const char *test_tmpdir(void) {
+    static char dir[256];
+    if (!dir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/gptc-test-XXXXXX", base ? base : "/tmp");
+        if (!mkdtemp(dir)) { perror("mkdtemp"); abort(); }
+    }
+    return dir;
+}
+
+const char *test_gptc_bin(void) {
+    const char *b = getenv("GPTC_BIN");
+    return b ? b : "build/gptc";
+}
+
+int test_run(const char *cmd, char **out) {
+    char full[8192];
+    snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+    FILE *f = popen(full, "r");
+    if (!f) return -1;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (cap - len < 1024) buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    int st = pclose(f);
+    if (out) *out = buf; else free(buf);
+    if (st == -1 || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}
+
+double test_rel_err_f(const float *a, const float *b, size_t n) {
+    double maxdiff = 0, maxref = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= maxdiff)) maxdiff = d; /* NaN propagates */
+        if (fabs(b[i]) > maxref) maxref = fabs(b[i]);
+    }
+    return maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
+}
+
+double test_rel_err_d(const double *a, const double *b, size_t n) {
+    double maxdiff = 0, maxref = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
+        if (!(d <= maxdiff)) maxdiff = d;
+        if (fabs(b[i]) > maxref) maxref = fabs(b[i]);
+    }
+    return maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
+}

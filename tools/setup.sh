@@ -1,0 +1,22 @@
+#!/bin/sh
+# setup.sh — installs the Debian packages gptc needs when they are missing: apt-get when run as
+# root, otherwise it prints the exact command and fails. `--torch` adds what `make fixtures` and
+# the PyTorch benchmark need.
+set -e
+need="gcc make libc6-dev libcjson-dev"
+[ "$1" = "--torch" ] && need="$need python3-torch python3-numpy"
+missing=""
+for p in $need; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q $missing >/dev/null
+else
+    echo "setup: missing Debian packages:$missing" >&2
+    echo "setup: run: sudo apt-get install -y$missing" >&2
+    exit 1
+fi
