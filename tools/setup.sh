@@ -4,7 +4,7 @@
 # the PyTorch benchmark need.
 set -e
 need="gcc make libc6-dev libcjson-dev"
-[ "$1" = "--torch" ] && need="$need python3-torch python3-numpy"
+[ "$1" = "--torch" ] && need="$need python3-torch python3-numpy libopenblas0-pthread"
 missing=""
 for p in $need; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
