@@ -93,9 +93,16 @@ typedef struct gptc_train_result {
     double ms_per_step;    /* median step time */
 } gptc_train_result;
 
-/* What the trainer reports after each optimizer step. */
+/* What the trainer reports: once at the start (after every check and allocation, before the
+ * first step), after each optimizer step, and after each checkpoint written. */
+typedef enum gptc_event { GPTC_EVENT_START, GPTC_EVENT_STEP, GPTC_EVENT_CHECKPOINT } gptc_event;
+
 typedef struct gptc_step_info {
-    int step;              /* 1-based number of the step just finished */
+    gptc_event event;
+    const gptc_model_config *model; /* the model being trained (vocab resolved from the data) */
+    int first_step;        /* step the run starts from (0, or the resumed step) */
+    long tokens_per_update;
+    int step;              /* 1-based number of the step just finished (START: first_step) */
     int steps;             /* total steps of the run */
     float loss;            /* mean train loss over the step's micro-batches */
     float lr;              /* learning rate used */
@@ -103,16 +110,12 @@ typedef struct gptc_step_info {
     double ms;             /* wall time of the step */
     double tokens_per_s;   /* tokens of the step / its wall time */
     float val_loss;        /* val loss if evaluated after this step, else NaN */
-    const char *ckpt_path; /* checkpoint written after this step, else NULL */
+    const char *ckpt_path; /* CHECKPOINT: the folder written */
 } gptc_step_info;
 
 /* Per-step callback for the CLI, embedders and tests: return nonzero to stop the run after this
  * step (a final checkpoint is still written). */
 typedef int (*gptc_step_fn)(void *user, const gptc_step_info *info);
-
-/* The model a run would train: opts->model with vocab 0 filled in from the data's meta.json
- * (else 50257), checked. */
-gptc_status gptc_train_resolve_model(const gptc_train_options *o, gptc_model_config *out);
 
 /* Trains as configured. Checks everything (files, sizes) before writing anything. */
 gptc_status gptc_train(const gptc_train_options *o, gptc_step_fn on_step, void *user, gptc_train_result *res);

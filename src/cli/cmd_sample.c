@@ -24,8 +24,13 @@ static const gptc_command_spec g_sample_cmd = {
     g_sample_opts, sizeof g_sample_opts / sizeof g_sample_opts[0], NULL,
 };
 
+/* prints the prompt before the first generated piece, so a refused run prints only its error */
 static void emit(void *user, const char *text, size_t len) {
-    (void)user;
+    const char **prompt = user;
+    if (*prompt) {
+        fputs(*prompt, stdout);
+        *prompt = NULL;
+    }
     fwrite(text, 1, len, stdout);
     fflush(stdout);
 }
@@ -44,9 +49,9 @@ int gptc_cmd_sample(int argc, char **argv) {
         gptc_options_help(stdout, &g_sample_cmd, &d);
         return 0;
     }
-    fputs(o.prompt, stdout);
-    gptc_status st = gptc_sample(&o, emit, NULL);
-    fputc('\n', stdout);
+    const char *prompt = o.prompt;
+    gptc_status st = gptc_sample(&o, emit, &prompt);
+    if (prompt == NULL) fputc('\n', stdout);
     if (st) {
         gptc_cli_error();
         return st == GPTC_ERR_NOMEM || st == GPTC_ERR_NUMERIC ? 1 : 2;

@@ -60,6 +60,12 @@ static const gptc_command_spec g_train_cmd = {
     g_train_opts, sizeof g_train_opts / sizeof g_train_opts[0], NULL,
 };
 
+static bool given_flag(const bool *given, const char *name) {
+    for (size_t i = 0; i < sizeof g_train_opts / sizeof g_train_opts[0]; i++)
+        if (strcmp(g_train_opts[i].name, name) == 0) return given[i];
+    return false;
+}
+
 static void defaults(train_cli *c) {
     memset(c, 0, sizeof *c);
     gptc_train_options_default(&c->t);
@@ -86,13 +92,25 @@ static void fmt_eta(char *buf, size_t cap, double s) {
 
 static int on_step(void *user, const gptc_step_info *in) {
     progress *p = user;
-    if (!p->started) {
+    if (in->event == GPTC_EVENT_START) {
         p->started = true;
         p->t0 = gptc_now();
-        p->first_step = in->step - 1;
+        p->first_step = in->first_step;
+        const gptc_model_config *m = in->model;
+        const gptc_train_options *t = &p->c->t;
+        if (!p->c->quiet) {
+            printf("model: %d layers, %d heads, %d channels, context %d, vocab %d (padded %d), %.2fM parameters | "
+                   "batch %d x %d, %ld tokens/update | kernels %s | threads %d\n",
+                   m->layers, m->heads, m->channels, m->context, m->vocab, gptc_padded_vocab(m->vocab),
+                   gptc_model_num_params(m) / 1e6, t->batch, t->seq, in->tokens_per_update, gptc_kernels_get()->variant,
+                   gptc_threads());
+            if (in->first_step) printf("resuming from step %d\n", in->first_step);
+            fflush(stdout);
+        }
+        return 0;
     }
     if (p->c->quiet) return 0;
-    if (in->ckpt_path) {
+    if (in->event == GPTC_EVENT_CHECKPOINT) {
         printf("%scheckpoint %s\n", p->tty ? "\r\033[K" : "", in->ckpt_path);
         fflush(stdout);
         return 0;
@@ -135,33 +153,19 @@ int gptc_cmd_train(int argc, char **argv) {
     const char *shape_flags[] = {"layers", "heads", "channels", "context", "vocab"};
     int *shape_fields[] = {&shape.layers, &shape.heads, &shape.channels, &shape.context, &shape.vocab};
     int *model_fields[] = {&c.t.model.layers, &c.t.model.heads, &c.t.model.channels, &c.t.model.context, &c.t.model.vocab};
-    for (int i = 0; i < (int)(sizeof g_train_opts / sizeof g_train_opts[0]); i++)
-        for (int j = 0; j < 5; j++)
-            if (given[i] && strcmp(g_train_opts[i].name, shape_flags[j]) == 0) *model_fields[j] = *shape_fields[j];
+    for (int j = 0; j < 5; j++)
+        if (given_flag(given, shape_flags[j])) *model_fields[j] = *shape_fields[j];
     c.t.shuffle = !c.sequential;
 
+    if (!given_flag(given, "seq") && c.t.seq > c.t.model.context) c.t.seq = c.t.model.context;
     progress p = {.c = &c, .tty = isatty(STDOUT_FILENO)};
     gptc_train_result r;
-    gptc_model_config resolved;
-    if (gptc_train_resolve_model(&c.t, &resolved)) {
-        gptc_cli_error();
-        return 2;
-    }
-    if (!c.quiet)
-        printf("model: %d layers, %d heads, %d channels, context %d, vocab %d (padded %d), %.2fM parameters | "
-               "batch %d x %d, %ld tokens/update | kernels %s | threads %d\n",
-               resolved.layers, resolved.heads, resolved.channels, resolved.context, resolved.vocab,
-               gptc_padded_vocab(resolved.vocab), gptc_model_num_params(&resolved) / 1e6, c.t.batch, c.t.seq,
-               c.t.total_batch ? c.t.total_batch : (long)c.t.batch * c.t.seq, gptc_kernels_get()->variant,
-               c.t.threads ? c.t.threads : gptc_threads());
-    fflush(stdout);
     gptc_status st = gptc_train(&c.t, on_step, &p, &r);
     if (st) {
         if (p.tty && p.started) printf("\n");
         gptc_cli_error();
         return p.started ? 1 : 2;
     }
-    if (r.first_step && !c.quiet) printf("resumed from step %d\n", r.first_step);
     if (r.steps_run == 0) {
         printf("train: nothing to do: the checkpoint is already at step %d of --steps %d\n", r.first_step, c.t.steps);
         return 0;

@@ -48,16 +48,6 @@ typedef struct trainer {
     gptc_adamw adamw;
 } trainer;
 
-gptc_status gptc_train_resolve_model(const gptc_train_options *o, gptc_model_config *out) {
-    gptc_data_meta meta = {0};
-    bool has_meta = false;
-    gptc_status st;
-    if (o->data && (st = gptc_data_meta_read(o->data, &meta, &has_meta))) return gptc_fail_prefix(st, "--data");
-    *out = o->model;
-    if (out->vocab == 0) out->vocab = has_meta ? meta.vocab : 50257;
-    return gptc_model_config_check(out);
-}
-
 static gptc_status check_options(const gptc_train_options *o) {
     if (o->batch < 1) return gptc_fail(GPTC_ERR_ARG, "--batch %d: must be at least 1", o->batch);
     if (o->seq < 1) return gptc_fail(GPTC_ERR_ARG, "--seq %d: must be at least 1", o->seq);
@@ -213,7 +203,9 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
 
     /* 4. the loop */
     long tokens_per_step = (long)t.accum * o.batch * o.seq;
-    bool stop = false;
+    gptc_step_info base = {.event = GPTC_EVENT_START, .model = &o.model, .first_step = r.first_step,
+                           .tokens_per_update = tokens_per_step, .step = r.first_step, .steps = o.steps, .val_loss = NAN};
+    bool stop = on_step && on_step(user, &base);
     while (t.state.step < o.steps && !stop) {
         double t0 = gptc_now();
         gptc_model_zero_grad(&t.model);
@@ -239,8 +231,14 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         r.last_loss = loss;
         r.steps_run++;
 
-        gptc_step_info info = {.step = t.state.step, .steps = o.steps, .loss = loss, .lr = lr, .grad_norm = (float)norm,
-                               .ms = ms, .tokens_per_s = tokens_per_step / (ms * 1e-3), .val_loss = NAN};
+        gptc_step_info info = base;
+        info.event = GPTC_EVENT_STEP;
+        info.step = t.state.step;
+        info.loss = loss;
+        info.lr = lr;
+        info.grad_norm = (float)norm;
+        info.ms = ms;
+        info.tokens_per_s = tokens_per_step / (ms * 1e-3);
         bool last = t.state.step == o.steps;
         if (t.has_val && ((o.eval_every && t.state.step % o.eval_every == 0) || last || r.steps_run == 1)) {
             info.val_loss = evaluate(&t);
@@ -253,6 +251,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
             if ((st = save(&t, written, sizeof written))) { st = gptc_fail_prefix(st, "--ckpt"); goto fail; }
             if (on_step) {
                 gptc_step_info saved = info;
+                saved.event = GPTC_EVENT_CHECKPOINT;
                 saved.val_loss = NAN;
                 saved.ckpt_path = written;
                 on_step(user, &saved);

@@ -1,0 +1,141 @@
+/* test_cli.c — the gptc command as a user meets it: every bad value refused with one line naming
+ * the flag or file, exit status 2 and nothing written; --help generated from the option table;
+ * and prepare -> train -> resume -> sample end to end with the log line format. */
+#include "test.h"
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static char g_data[512];
+
+static const char *data_dir(void) {
+    if (!g_data[0]) {
+        snprintf(g_data, sizeof g_data, "%s/cli-data", test_tmpdir());
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s prepare --tokenizer byte data/tinyshakespeare.txt --out %s", test_gptc_bin(), g_data);
+        CHECK_EQ_INT(test_run(cmd, NULL), 0);
+    }
+    return g_data;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static bool exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* runs `gptc ARGS` expecting exit 2, one line of output containing `expect`, and no ckpt folder */
+static void refused(const char *args, const char *expect) {
+    char ck[600], cmd[4096];
+    snprintf(ck, sizeof ck, "%s/cli-never", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s %s", test_gptc_bin(), args);
+    char *out = NULL;
+    int rc = test_run(cmd, &out);
+    CHECK_MSG(rc == 2, "`gptc %s`: exit %d, want 2 (output: %s)", args, rc, out);
+    CHECK_MSG(out && count_lines(out) == 1, "`gptc %s`: want one line, got: %s", args, out);
+    CHECK_MSG(out && strstr(out, expect), "`gptc %s`: output lacks \"%s\": %s", args, expect, out);
+    CHECK_MSG(!exists(ck), "`gptc %s` wrote %s", args, ck);
+    free(out);
+}
+
+TEST(cli_refuses_bad_values) {
+    const char *d = data_dir();
+    char a[2048], ck[600];
+    snprintf(ck, sizeof ck, "%s/cli-never", test_tmpdir());
+#define R(expect, ...) do { snprintf(a, sizeof a, __VA_ARGS__); refused(a, expect); } while (0)
+    R("--bogus", "train --data %s --ckpt %s --bogus 3", d, ck);
+    R("--batch abc", "train --data %s --ckpt %s --batch abc", d, ck);
+    R("--batch 0", "train --data %s --ckpt %s --batch 0", d, ck);
+    R("--steps -5", "train --data %s --ckpt %s --steps -5", d, ck);
+    R("--lr", "train --data %s --ckpt %s --lr 1e-3x", d, ck);
+    R("--lr", "train --data %s --ckpt %s --lr -1", d, ck);
+    R("--channels 0", "train --data %s --ckpt %s --channels 0", d, ck);
+    R("--heads 3", "train --data %s --ckpt %s --heads 3 --channels 128", d, ck);
+    R("--seq 512", "train --data %s --ckpt %s --seq 512", d, ck);
+    R("--total-batch 1000", "train --data %s --ckpt %s --batch 4 --seq 64 --total-batch 1000", d, ck);
+    R("--model gpt7", "train --data %s --ckpt %s --model gpt7", d, ck);
+    R("--data", "train --ckpt %s", ck);
+    R("/nonexistent/x.bin", "train --data /nonexistent/x.bin --ckpt %s", ck);
+    R("/etc/hostname", "train --data /etc/hostname --ckpt %s", ck);
+    R("--val-data", "train --data %s --val-data /nonexistent --ckpt %s", d, ck);
+    R("--seed", "train --data %s --ckpt %s --seed -1", d, ck);
+    R("--threads", "train --data %s --ckpt %s --threads", d, ck);
+    R("unexpected argument", "train --data %s --ckpt %s stray", d, ck);
+    R("--ckpt", "sample --ckpt %s", ck);
+    R("--top-p 2", "sample --ckpt %s --top-p 2", ck);
+    R("--tokens 0", "sample --ckpt %s --tokens 0", ck);
+    R("/nonexistent.txt", "prepare --tokenizer byte /nonexistent.txt --out %s", ck);
+    R("--tokenizer", "prepare --tokenizer klingon data/tinyshakespeare.txt --out %s", ck);
+    R("no input files", "prepare --out %s", ck);
+    R("unknown command", "trian --data %s", d);
+#undef R
+}
+
+TEST(cli_help_lists_every_option) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s train --help", test_gptc_bin());
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    const char *flags[] = {"--model", "--layers", "--heads", "--channels", "--context", "--vocab", "--data",
+                           "--val-data", "--batch", "--total-batch", "--seq", "--steps", "--lr", "--warmup",
+                           "--weight-decay", "--clip", "--seed", "--ckpt", "--ckpt-every", "--keep", "--eval-every",
+                           "--threads"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        CHECK_MSG(out && strstr(out, flags[i]), "train --help lacks %s", flags[i]);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s sample --help", test_gptc_bin());
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    const char *sflags[] = {"--ckpt", "--prompt", "--tokens", "--temperature", "--top-k", "--top-p", "--seed"};
+    for (size_t i = 0; i < sizeof sflags / sizeof sflags[0]; i++) CHECK(out && strstr(out, sflags[i]));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s prepare --help", test_gptc_bin());
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK(out && strstr(out, "--tokenizer") && strstr(out, "--out"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s info", test_gptc_bin());
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK(out && strstr(out, "avx512f=") && strstr(out, "gemm=ref"));
+    free(out);
+}
+
+TEST(cli_train_resume_sample) {
+    const char *d = data_dir();
+    char ck[600], cmd[4096], *out = NULL;
+    snprintf(ck, sizeof ck, "%s/cli-run", test_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "%s train --model tiny --data %s --batch 4 --seq 32 --steps 6 --ckpt %s --ckpt-every 3 --eval-every 3 "
+             "--eval-batches 2 --threads 2",
+             test_gptc_bin(), d, ck);
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    regex_t re;
+    regcomp(&re, "step [0-9]+/6 \\| loss [0-9]+\\.[0-9]{4} \\|.* [0-9]+ ms \\| [0-9]+ tok/s", REG_EXTENDED);
+    CHECK_MSG(out && regexec(&re, out, 0, NULL, 0) == 0, "no log line of the expected form in: %s", out);
+    regfree(&re);
+    CHECK(out && strstr(out, "val loss") && strstr(out, "checkpoint ") && strstr(out, "train: median"));
+    free(out);
+    /* raising --steps resumes from the checkpoint */
+    snprintf(cmd, sizeof cmd,
+             "%s train --model tiny --data %s --batch 4 --seq 32 --steps 8 --ckpt %s --eval-every 0 --eval-batches 2 "
+             "--threads 2",
+             test_gptc_bin(), d, ck);
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK_MSG(out && strstr(out, "step 7/8") && !strstr(out, "step 6/8") && strstr(out, "resuming from step 6"),
+              "did not resume: %s", out);
+    free(out);
+    /* a different shape on the same folder is refused with both shapes named */
+    snprintf(cmd, sizeof cmd, "%s train --model tiny --channels 32 --data %s --ckpt %s --steps 9", test_gptc_bin(), d, ck);
+    CHECK_EQ_INT(test_run(cmd, &out), 2);
+    CHECK(out && strstr(out, "channels=64") && strstr(out, "channels=32"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s sample --ckpt %s --prompt 'ROMEO:' --tokens 20 --seed 3", test_gptc_bin(), ck);
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK(out && strncmp(out, "ROMEO:", 6) == 0 && strlen(out) >= 6 + 20);
+    free(out);
+}

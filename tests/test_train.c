@@ -1,0 +1,290 @@
+/* test_train.c — the training loop through the public API: bit-exact resume, determinism,
+ * gradient accumulation, checkpoint files (round trip, pruning, refusal of damaged files with
+ * fallback), an end-to-end run whose val loss falls, and sampling from its checkpoint. */
+#include "test.h"
+#include "data/data.h"
+#include "io/io.h"
+#include "train/checkpoint.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* prepares tiny Shakespeare (byte tokens) once into the test folder */
+static const char *shakespeare(void) {
+    static char dir[512];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "%s/shakespeare", test_tmpdir());
+        gptc_prepare_options p;
+        gptc_prepare_options_default(&p);
+        const char *in[] = {"data/tinyshakespeare.txt"};
+        p.inputs = in;
+        p.ninputs = 1;
+        p.out = dir;
+        size_t a, b;
+        CHECK_OK(gptc_prepare(&p, &a, &b));
+    }
+    return dir;
+}
+
+static void tiny_options(gptc_train_options *o) {
+    gptc_train_options_default(o);
+    gptc_model_preset("tiny", &o->model);
+    o->data = shakespeare();
+    o->batch = 4;
+    o->seq = 32;
+    o->steps = 20;
+    o->warmup = 5;
+    o->lr = 3e-3f;
+    o->eval_every = 0;
+    o->eval_batches = 2;
+    o->ckpt_every = 0;
+    o->threads = 2;
+}
+
+typedef struct { float loss[256]; int n, stop_at; } recorder;
+static int record(void *user, const gptc_step_info *in) {
+    recorder *r = user;
+    if (in->event != GPTC_EVENT_STEP) return 0;
+    if (r->n < 256) r->loss[r->n++] = in->loss;
+    return r->stop_at && in->step == r->stop_at;
+}
+
+static char *subdir(const char *name) {
+    static char buf[8][512];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, 512, "%s/%s", test_tmpdir(), name);
+    return p;
+}
+
+TEST(train_resume_is_bit_exact) {
+    gptc_train_options o;
+    tiny_options(&o);
+    recorder whole = {0}, first = {0}, second = {0};
+    gptc_train_result r;
+    CHECK_OK(gptc_train(&o, record, &whole, &r));
+    CHECK_EQ_INT(whole.n, 20);
+    o.ckpt_dir = subdir("resume");
+    first.stop_at = 10; /* the callback stops the run; a checkpoint is written at the stop */
+    CHECK_OK(gptc_train(&o, record, &first, &r));
+    CHECK_EQ_INT(first.n, 10);
+    CHECK_OK(gptc_train(&o, record, &second, &r));
+    CHECK_EQ_INT(r.first_step, 10);
+    CHECK_EQ_INT(second.n, 10);
+    for (int i = 0; i < 10; i++) {
+        CHECK_MSG(first.loss[i] == whole.loss[i], "step %d: %.9g vs %.9g", i + 1, first.loss[i], whole.loss[i]);
+        CHECK_MSG(second.loss[i] == whole.loss[10 + i], "step %d after resume: %.9g vs %.9g", 11 + i, second.loss[i],
+                  whole.loss[10 + i]);
+    }
+    /* a finished run resumed again has nothing to do */
+    recorder none = {0};
+    CHECK_OK(gptc_train(&o, record, &none, &r));
+    CHECK_EQ_INT(r.steps_run, 0);
+}
+
+TEST(train_same_seed_same_losses_and_accumulation) {
+    gptc_train_options o;
+    tiny_options(&o);
+    o.steps = 6;
+    o.shuffle = 0;
+    recorder a = {0}, b = {0}, acc = {0};
+    gptc_train_result r;
+    CHECK_OK(gptc_train(&o, record, &a, &r));
+    CHECK_OK(gptc_train(&o, record, &b, &r));
+    CHECK(a.n == 6 && memcmp(a.loss, b.loss, sizeof(float) * 6) == 0);
+    /* batch 4 == batch 2 with two accumulated micro-steps (same windows, same update) */
+    o.batch = 2;
+    o.total_batch = 4L * o.seq;
+    CHECK_OK(gptc_train(&o, record, &acc, &r));
+    for (int i = 0; i < 6; i++) CHECK_NEAR(acc.loss[i], a.loss[i], 2e-4 * a.loss[i]);
+    /* a different seed gives a different run */
+    tiny_options(&o);
+    o.steps = 6;
+    o.shuffle = 0;
+    o.seed = 99;
+    recorder c = {0};
+    CHECK_OK(gptc_train(&o, record, &c, &r));
+    CHECK(c.loss[0] != a.loss[0]);
+}
+
+TEST(train_end_to_end_val_loss_falls) {
+    gptc_train_options o;
+    tiny_options(&o);
+    o.steps = 100;
+    o.batch = 8;
+    o.seq = 64;
+    o.warmup = 10;
+    o.lr = 1e-2f;
+    o.eval_every = 50;
+    o.eval_batches = 4;
+    o.ckpt_dir = subdir("e2e");
+    o.ckpt_every = 40;
+    o.keep = 2;
+    gptc_train_result r;
+    CHECK_OK(gptc_train(&o, NULL, NULL, &r));
+    printf("    val loss %.4f -> %.4f over %d steps (uniform over 257 ids: %.4f)\n", r.first_val_loss, r.last_val_loss,
+           r.steps_run, log(257.0));
+    CHECK(r.first_val_loss > 5.0);
+    CHECK_MSG(r.last_val_loss < 3.6 && r.last_val_loss < r.first_val_loss - 1.5, "val loss only reached %g", r.last_val_loss);
+    CHECK_EQ_INT(r.model.vocab, 257); /* from the data's meta.json */
+    /* keep = 2: steps 80 and 100 remain, 40 was pruned */
+    char p[1024];
+    snprintf(p, sizeof p, "%s/step-00000100/model.safetensors", o.ckpt_dir);
+    CHECK(gptc_is_file(p));
+    snprintf(p, sizeof p, "%s/step-00000100/config.json", o.ckpt_dir);
+    CHECK(gptc_is_file(p));
+    snprintf(p, sizeof p, "%s/step-00000080", o.ckpt_dir);
+    CHECK(gptc_is_dir(p));
+    snprintf(p, sizeof p, "%s/step-00000040", o.ckpt_dir);
+    CHECK(!gptc_is_dir(p));
+}
+
+typedef struct { char text[4096]; size_t len; } textbuf;
+static void collect(void *user, const char *s, size_t n) {
+    textbuf *t = user;
+    if (t->len + n < sizeof t->text) memcpy(t->text + t->len, s, n), t->len += n;
+    t->text[t->len] = '\0';
+}
+
+TEST(train_zz_sample_from_checkpoint) { /* runs after the end-to-end test (names sort) */
+    gptc_sample_options s;
+    gptc_sample_options_default(&s);
+    s.ckpt = subdir("e2e");
+    s.prompt = "ROMEO:";
+    s.tokens = 40;
+    textbuf a = {0}, b = {0}, c = {0};
+    CHECK_OK(gptc_sample(&s, collect, &a));
+    CHECK_OK(gptc_sample(&s, collect, &b));
+    CHECK_EQ_INT(a.len, 40); /* byte tokens: one byte each */
+    CHECK(strcmp(a.text, b.text) == 0);
+    s.seed = 4;
+    CHECK_OK(gptc_sample(&s, collect, &c));
+    CHECK(strcmp(a.text, c.text) != 0);
+    s.tokens = 1000; /* over the context */
+    CHECK(gptc_sample(&s, collect, &c) == GPTC_ERR_ARG);
+    s.tokens = 10;
+    s.temperature = 0;
+    textbuf g1 = {0}, g2 = {0};
+    s.seed = 1;
+    CHECK_OK(gptc_sample(&s, collect, &g1));
+    s.seed = 2;
+    CHECK_OK(gptc_sample(&s, collect, &g2));
+    CHECK(strcmp(g1.text, g2.text) == 0); /* greedy ignores the seed */
+}
+
+TEST(checkpoint_round_trip_and_refusals) {
+    gptc_model_config cfg = {2, 2, 16, 8, 40};
+    gptc_model m, back;
+    CHECK_OK(gptc_model_init(&m, &cfg));
+    gptc_model_init_weights(&m, 9);
+    float *mom = calloc(m.num_floats, 4), *vel = calloc(m.num_floats, 4);
+    float *mom2 = calloc(m.num_floats, 4), *vel2 = calloc(m.num_floats, 4);
+    for (size_t i = 0; i < m.num_floats; i++) mom[i] = (float)i * 1e-3f, vel[i] = (float)i * 1e-6f;
+    gptc_trainer_state s = {.step = 7, .seed = 123, .rng = 0xdeadbeefcafef00dULL, .loader_epoch = 2, .loader_cursor = 40};
+    snprintf(s.tokenizer, sizeof s.tokenizer, "byte");
+    const char *dir = subdir("ckpt");
+    char written[1024];
+    CHECK_OK(gptc_ckpt_save(dir, &m, mom, vel, &s, 3, written, sizeof written));
+    CHECK(strstr(written, "step-00000007") != NULL);
+    char found_path[1024];
+    bool found;
+    CHECK_OK(gptc_ckpt_find(dir, found_path, sizeof found_path, &found));
+    CHECK(found && strcmp(found_path, written) == 0);
+    CHECK_OK(gptc_model_init(&back, &cfg));
+    gptc_trainer_state s2;
+    CHECK_OK(gptc_ckpt_load(found_path, &back, mom2, vel2, &s2));
+    CHECK(memcmp(back.params, m.params, m.num_floats * 4) == 0);
+    bool same_m = true;
+    for (int i = 0; i < m.ntensors; i++) {
+        const gptc_tensor_desc *d = &m.tensors[i];
+        same_m &= memcmp(mom + d->offset, mom2 + d->offset, d->numel * 4) == 0 &&
+                  memcmp(vel + d->offset, vel2 + d->offset, d->numel * 4) == 0;
+    }
+    CHECK(same_m);
+    CHECK(s2.step == 7 && s2.seed == 123 && s2.rng == s.rng && s2.loader_epoch == 2 && s2.loader_cursor == 40);
+    CHECK(strcmp(s2.tokenizer, "byte") == 0);
+
+    /* another shape is refused, naming both */
+    gptc_model other;
+    gptc_model_config ocfg = cfg;
+    ocfg.channels = 32;
+    CHECK_OK(gptc_model_init(&other, &ocfg));
+    CHECK(gptc_ckpt_load(found_path, &other, NULL, NULL, NULL) == GPTC_ERR_STATE);
+    CHECK(strstr(gptc_last_error(), "channels=16") && strstr(gptc_last_error(), "channels=32"));
+    gptc_model_free(&other);
+
+    /* a newer but torn checkpoint: find falls back to the older valid one */
+    s.step = 8;
+    CHECK_OK(gptc_ckpt_save(dir, &m, mom, vel, &s, 3, written, sizeof written));
+    char model8[1200];
+    snprintf(model8, sizeof model8, "%s/model.safetensors", written);
+    struct stat st;
+    stat(model8, &st);
+    CHECK(truncate(model8, st.st_size - 100) == 0);
+    CHECK_OK(gptc_ckpt_find(dir, found_path, sizeof found_path, &found));
+    CHECK(found && strstr(found_path, "step-00000007"));
+    CHECK(gptc_ckpt_load(written, &back, NULL, NULL, NULL) == GPTC_ERR_FORMAT);
+    CHECK(strstr(gptc_last_error(), model8) != NULL);
+    /* a bit flip in the data is caught by the checksum */
+    s.step = 9;
+    CHECK_OK(gptc_ckpt_save(dir, &m, mom, vel, &s, 3, written, sizeof written));
+    char model9[1200];
+    snprintf(model9, sizeof model9, "%s/model.safetensors", written);
+    FILE *f = fopen(model9, "r+b");
+    fseek(f, -5, SEEK_END);
+    int c = fgetc(f);
+    fseek(f, -5, SEEK_END);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+    CHECK(gptc_ckpt_load(written, &back, NULL, NULL, NULL) == GPTC_ERR_FORMAT);
+    CHECK(strstr(gptc_last_error(), "checksum") != NULL);
+    /* a foreign file */
+    const char *junk = "this is not a checkpoint";
+    const void *parts[1] = {junk};
+    size_t lens[1] = {strlen(junk)};
+    CHECK_OK(gptc_file_write_atomic(model9, parts, lens, 1));
+    CHECK(gptc_ckpt_load(written, &back, NULL, NULL, NULL) == GPTC_ERR_FORMAT);
+    /* keep = 3 pruned nothing valid too early: 7, 8, 9 exist; a 4th save removes 7 */
+    s.step = 10;
+    CHECK_OK(gptc_ckpt_save(dir, &m, mom, vel, &s, 3, written, sizeof written));
+    char p7[1024];
+    snprintf(p7, sizeof p7, "%s/step-00000007", dir);
+    CHECK(!gptc_is_dir(p7));
+    CHECK_OK(gptc_ckpt_find(dir, found_path, sizeof found_path, &found));
+    CHECK(found && strstr(found_path, "step-00000010"));
+    gptc_model_free(&m);
+    gptc_model_free(&back);
+    free(mom); free(vel); free(mom2); free(vel2);
+}
+
+TEST(train_refuses_before_writing) {
+    gptc_train_options o;
+    tiny_options(&o);
+    o.ckpt_dir = subdir("never");
+    gptc_train_result r;
+    o.seq = 1000; /* over the context of 64 */
+    CHECK(gptc_train(&o, NULL, NULL, &r) == GPTC_ERR_ARG);
+    CHECK(strstr(gptc_last_error(), "--seq 1000") != NULL);
+    tiny_options(&o);
+    o.ckpt_dir = subdir("never");
+    o.total_batch = 100; /* not a multiple of 4*32 */
+    CHECK(gptc_train(&o, NULL, NULL, &r) == GPTC_ERR_ARG);
+    tiny_options(&o);
+    o.ckpt_dir = subdir("never");
+    o.model.heads = 3;
+    CHECK(gptc_train(&o, NULL, NULL, &r) == GPTC_ERR_ARG);
+    tiny_options(&o);
+    o.ckpt_dir = subdir("never");
+    o.data = "/nonexistent/shards";
+    CHECK(gptc_train(&o, NULL, NULL, &r) != GPTC_OK);
+    CHECK(strstr(gptc_last_error(), "--data") != NULL);
+    tiny_options(&o);
+    o.ckpt_dir = subdir("never");
+    o.batch = 100000; /* more windows than the data holds */
+    o.model.context = 1024;
+    o.seq = 1024;
+    CHECK(gptc_train(&o, NULL, NULL, &r) == GPTC_ERR_ARG);
+    CHECK(!gptc_is_dir(subdir("never")));
+}
