@@ -109,7 +109,15 @@ TEST(train_same_seed_same_losses_and_accumulation) {
     CHECK(c.loss[0] != a.loss[0]);
 }
 
-TEST(train_end_to_end_val_loss_falls) {
+typedef struct { char text[8192]; size_t len; } textbuf;
+static void collect(void *user, const char *s, size_t n) {
+    textbuf *t = user;
+    if (t->len + n < sizeof t->text) memcpy(t->text + t->len, s, n), t->len += n;
+    t->text[t->len] = '\0';
+}
+
+/* ~100 steps on tiny Shakespeare, then sampling from the checkpoint it wrote */
+TEST(train_end_to_end_val_loss_falls_then_sample) {
     gptc_train_options o;
     tiny_options(&o);
     o.steps = 100;
@@ -139,19 +147,10 @@ TEST(train_end_to_end_val_loss_falls) {
     CHECK(gptc_is_dir(p));
     snprintf(p, sizeof p, "%s/step-00000040", o.ckpt_dir);
     CHECK(!gptc_is_dir(p));
-}
-
-typedef struct { char text[4096]; size_t len; } textbuf;
-static void collect(void *user, const char *s, size_t n) {
-    textbuf *t = user;
-    if (t->len + n < sizeof t->text) memcpy(t->text + t->len, s, n), t->len += n;
-    t->text[t->len] = '\0';
-}
-
-TEST(train_zz_sample_from_checkpoint) { /* runs after the end-to-end test (names sort) */
+    /* sampling from the final checkpoint */
     gptc_sample_options s;
     gptc_sample_options_default(&s);
-    s.ckpt = subdir("e2e");
+    s.ckpt = o.ckpt_dir;
     s.prompt = "ROMEO:";
     s.tokens = 40;
     textbuf a = {0}, b = {0}, c = {0};
@@ -162,7 +161,11 @@ TEST(train_zz_sample_from_checkpoint) { /* runs after the end-to-end test (names
     s.seed = 4;
     CHECK_OK(gptc_sample(&s, collect, &c));
     CHECK(strcmp(a.text, c.text) != 0);
-    s.tokens = 1000; /* over the context */
+    s.tokens = 1000; /* over the context of 64: the window slides */
+    textbuf longer = {0};
+    CHECK_OK(gptc_sample(&s, collect, &longer));
+    CHECK_EQ_INT(longer.len, 1000);
+    s.tokens = 0;
     CHECK(gptc_sample(&s, collect, &c) == GPTC_ERR_ARG);
     s.tokens = 10;
     s.temperature = 0;
@@ -173,6 +176,7 @@ TEST(train_zz_sample_from_checkpoint) { /* runs after the end-to-end test (names
     CHECK_OK(gptc_sample(&s, collect, &g2));
     CHECK(strcmp(g1.text, g2.text) == 0); /* greedy ignores the seed */
 }
+
 
 TEST(checkpoint_round_trip_and_refusals) {
     gptc_model_config cfg = {2, 2, 16, 8, 40};

@@ -1,6 +1,8 @@
 /* sampler.c — text generation from a checkpoint: the prompt is fed through the KV cache one
  * token at a time, then each new token is drawn from the temperature-scaled softmax restricted by
- * top-k and top-p, and decoded as it is produced. */
+ * top-k and top-p, and decoded as it is produced. When the cache is full (context positions) it is
+ * rebuilt from the last context/2 tokens, so text of any length can be generated; within the
+ * context each new token costs one incremental step. */
 #include "gptc.h"
 #include "data/data.h"
 #include "model/gpt2.h"
@@ -69,6 +71,24 @@ static int draw(const float *logits, int V, const gptc_sample_options *o, cand *
     return c[n - 1].id;
 }
 
+typedef struct feeder {
+    const gptc_model *m;
+    gptc_kv_cache *kv;
+    int *hist;   /* every token fed so far */
+    size_t n;
+} feeder;
+
+/* Feeds one token (sliding the window when the cache is full); returns the next-token logits. */
+static const float *feed(feeder *f, int token) {
+    if (f->kv->len == f->kv->maxT) {
+        size_t keep = (size_t)f->kv->maxT / 2;
+        f->kv->len = 0;
+        for (size_t i = f->n - keep; i < f->n; i++) gptc_model_decode_step(f->m, f->kv, f->hist[i]);
+    }
+    f->hist[f->n++] = token;
+    return gptc_model_decode_step(f->m, f->kv, token);
+}
+
 gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *user) {
     if (!o->ckpt || !*o->ckpt) return gptc_fail(GPTC_ERR_ARG, "--ckpt: missing; give a checkpoint folder written by `gptc train`");
     if (o->tokens < 1) return gptc_fail(GPTC_ERR_ARG, "--tokens %d: must be at least 1", o->tokens);
@@ -94,6 +114,7 @@ gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *u
     int *ids = NULL;
     size_t nids = 0, cap = 0;
     cand *scratch = NULL;
+    int *hist = NULL;
     if ((st = gptc_tokenizer_open(tokname, &tok))) goto done;
     if (tok->vocab > cfg.vocab) {
         st = gptc_fail(GPTC_ERR_FORMAT, "--ckpt %s: tokenizer %s has %d ids but the model only %d", dir, tokname, tok->vocab, cfg.vocab);
@@ -106,29 +127,27 @@ gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *u
         ids[0] = tok->eot;
         nids = 1;
     }
-    if (nids + (size_t)o->tokens > (size_t)cfg.context) {
-        st = gptc_fail(GPTC_ERR_ARG, "--tokens %d: the prompt (%zu tokens) plus %d new ones exceed the model's context of %d",
-                       o->tokens, nids, o->tokens, cfg.context);
-        goto done;
-    }
     if ((st = gptc_model_init(&m, &cfg)) || (st = gptc_ckpt_load(dir, &m, NULL, NULL, NULL)) ||
         (st = gptc_kv_cache_init(&kv, &m)))
         goto done;
     scratch = malloc(sizeof *scratch * cfg.vocab);
-    if (!scratch) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto done; }
+    hist = malloc(sizeof *hist * (nids + (size_t)o->tokens));
+    if (!scratch || !hist) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto done; }
     gptc_rng rng;
     gptc_rng_seed(&rng, o->seed);
+    feeder fd = {&m, &kv, hist, 0};
     const float *logits = NULL;
-    for (size_t i = 0; i < nids; i++) logits = gptc_model_decode_step(&m, &kv, ids[i]);
+    for (size_t i = 0; i < nids; i++) logits = feed(&fd, ids[i]);
     char buf[64];
     for (int i = 0; i < o->tokens; i++) {
         int next = draw(logits, tok->vocab, o, scratch, &rng); /* only ids the tokenizer can decode */
         int n = tok->decode(tok, next, buf, sizeof buf);
         if (n > 0 && emit) emit(user, buf, (size_t)n);
-        if (i + 1 < o->tokens) logits = gptc_model_decode_step(&m, &kv, next);
+        if (i + 1 < o->tokens) logits = feed(&fd, next);
     }
 done:
     free(scratch);
+    free(hist);
     free(ids);
     if (tok) gptc_tokenizer_free(tok);
     gptc_kv_cache_free(&kv);
