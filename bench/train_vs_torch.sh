@@ -73,7 +73,7 @@ fi
 
 echo "== gptc: B=$B T=$T threads=$THREADS steps=$STEPS"
 run_logged "$tmp/gptc.log" "$GPTC" train --model gpt2 --data "$DATA" --batch "$B" --seq "$T" \
-    --steps "$STEPS" --threads "$THREADS" --eval-every 0 --lr 1e-4 --quiet
+    --steps "$STEPS" --threads "$THREADS" --eval-every 0 --eval-batches 1 --lr 1e-4 --quiet
 
 echo "== torch: B=$B T=$T threads=$THREADS steps=$STEPS"
 run_logged "$tmp/torch.log" "$PYTHON" bench/torch_train_bench.py --batch "$B" --seq "$T" \
