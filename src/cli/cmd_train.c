@@ -31,7 +31,7 @@ static const gptc_option g_train_opts[] = {
     {"val-data", OPT_STRING, F(t.val_data), "PATH", "val shards (default: the val split of the --data folder)", 0, 0},
     {"batch", OPT_INT, F(t.batch), "B", "sequences per micro-step", 1, 1 << 20},
     {"total-batch", OPT_LONG, F(t.total_batch), "TOKENS", "tokens per update, a multiple of B*T (0: B*T, no accumulation)", 0, BIG},
-    {"seq", OPT_INT, F(t.seq), "T", "tokens per sequence (at most --context)", 1, 1 << 20},
+    {"seq", OPT_INT, F(t.seq), "T", "tokens per sequence, at most --context (default: the context)", 1, 1 << 20},
     {"steps", OPT_INT, F(t.steps), "N", "optimizer updates in total (a resumed run continues up to N)", 1, 1e9},
     {"lr", OPT_FLOAT, F(t.lr), "X", "peak learning rate", 1e-12, 10},
     {"warmup", OPT_INT, F(t.warmup), "N", "linear warm-up steps", 0, 1e9},
@@ -157,7 +157,8 @@ int gptc_cmd_train(int argc, char **argv) {
         if (given_flag(given, shape_flags[j])) *model_fields[j] = *shape_fields[j];
     c.t.shuffle = !c.sequential;
 
-    if (!given_flag(given, "seq") && c.t.seq > c.t.model.context) c.t.seq = c.t.model.context;
+    /* without --seq, train on the model's whole context (positions never trained sample badly) */
+    if (!given_flag(given, "seq")) c.t.seq = c.t.model.context;
     progress p = {.c = &c, .tty = isatty(STDOUT_FILENO)};
     gptc_train_result r;
     gptc_status st = gptc_train(&c.t, on_step, &p, &r);

@@ -16,11 +16,11 @@
 void gptc_train_options_default(gptc_train_options *o) {
     memset(o, 0, sizeof *o);
     gptc_model_preset("small-cpu", &o->model);
-    o->batch = 16;
+    o->batch = 4;
     o->seq = 128;
-    o->steps = 600;
+    o->steps = 2400;
     o->lr = 2e-3f;
-    o->warmup = 50;
+    o->warmup = 100;
     o->lr_floor = 0.1f;
     o->weight_decay = 0.1f;
     o->beta1 = 0.9f;
@@ -29,9 +29,9 @@ void gptc_train_options_default(gptc_train_options *o) {
     o->clip = 1.0f;
     o->seed = 1337;
     o->shuffle = 1;
-    o->ckpt_every = 200;
+    o->ckpt_every = 400;
     o->keep = 2;
-    o->eval_every = 100;
+    o->eval_every = 400;
     o->eval_batches = 8;
 }
 
