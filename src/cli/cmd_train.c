@@ -79,7 +79,7 @@ typedef struct progress {
     const train_cli *c;
     bool tty;
     bool started;
-    double t0;
+    double ms_sum; /* step times so far (evaluation and checkpoint time excluded) */
     int first_step;
 } progress;
 
@@ -94,7 +94,6 @@ static int on_step(void *user, const gptc_step_info *in) {
     progress *p = user;
     if (in->event == GPTC_EVENT_START) {
         p->started = true;
-        p->t0 = gptc_now();
         p->first_step = in->first_step;
         const gptc_model_config *m = in->model;
         const gptc_train_options *t = &p->c->t;
@@ -116,7 +115,8 @@ static int on_step(void *user, const gptc_step_info *in) {
         return 0;
     }
     int done = in->step - p->first_step;
-    double elapsed = gptc_now() - p->t0, eta = elapsed / done * (in->steps - in->step);
+    p->ms_sum += in->ms;
+    double eta = p->ms_sum * 1e-3 / done * (in->steps - in->step);
     char etab[32];
     fmt_eta(etab, sizeof etab, eta);
     bool show = p->tty || in->step % p->c->log_every == 0 || in->step == in->steps || !isnan(in->val_loss);
