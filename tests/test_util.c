@@ -6,14 +6,27 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-const char *test_tmpdir(void) {
-    static char dir[256];
-    if (!dir[0]) {
-        const char *base = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/gptc-test-XXXXXX", base ? base : "/tmp");
-        if (!mkdtemp(dir)) { perror("mkdtemp"); abort(); }
+static char g_tmpdir[256];
+
+/* removes the scratch folder at exit unless GPTC_KEEP_TMP is set (for looking at a failure) */
+static void remove_tmpdir(void) {
+    if (getenv("GPTC_KEEP_TMP")) {
+        fprintf(stdout, "kept %s\n", g_tmpdir);
+        return;
     }
-    return dir;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmpdir);
+}
+
+const char *test_tmpdir(void) {
+    if (!g_tmpdir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(g_tmpdir, sizeof g_tmpdir, "%s/gptc-test-XXXXXX", base ? base : "/tmp");
+        if (!mkdtemp(g_tmpdir)) { perror("mkdtemp"); abort(); }
+        atexit(remove_tmpdir);
+    }
+    return g_tmpdir;
 }
 
 const char *test_gptc_bin(void) {
