@@ -128,6 +128,7 @@ TEST(cli_train_resume_sample) {
     CHECK_EQ_INT(test_run(cmd, &out), 0);
     CHECK_MSG(out && strstr(out, "step 7/8") && !strstr(out, "step 6/8") && strstr(out, "resuming from step 6"),
               "did not resume: %s", out);
+    CHECK_MSG(out && strstr(out, "with --steps 8 (it was trained with 6)"), "no warning for the changed schedule: %s", out);
     free(out);
     /* a different shape on the same folder is refused with both shapes named */
     snprintf(cmd, sizeof cmd, "%s train --model tiny --channels 32 --data %s --ckpt %s --steps 9", test_gptc_bin(), d, ck);

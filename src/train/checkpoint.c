@@ -17,16 +17,17 @@
 
 /* ---- metadata helpers */
 
+#define META_MAX 40
 typedef struct {
-    const char *keys[24];
-    char vals[24][32];
-    const char *vptr[24];
+    const char *keys[META_MAX];
+    char vals[META_MAX][32];
+    const char *vptr[META_MAX];
     int n;
 } meta_list;
 
 static void meta_add(meta_list *ml, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void meta_add(meta_list *ml, const char *key, const char *fmt, ...) {
-    GPTC_ASSERT(ml->n < 24);
+    GPTC_ASSERT(ml->n < META_MAX);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ml->vals[ml->n], sizeof ml->vals[0], fmt, ap);
@@ -54,6 +55,16 @@ static gptc_status meta_u64(const gptc_st_file *f, const char *key, uint64_t *ou
     unsigned long long x = strtoull(v, &end, 10);
     if (*end || errno) return gptc_fail(GPTC_ERR_FORMAT, "%s: metadata %s=\"%s\" is not a number", f->path, key, v);
     *out = x;
+    return GPTC_OK;
+}
+
+static gptc_status meta_float(const gptc_st_file *f, const char *key, float *out) {
+    const char *v = gptc_st_meta(f, key);
+    char *end;
+    if (!v || !*v) return gptc_fail(GPTC_ERR_FORMAT, "%s: metadata %s missing; not a gptc checkpoint", f->path, key);
+    double x = strtod(v, &end);
+    if (*end) return gptc_fail(GPTC_ERR_FORMAT, "%s: metadata %s=\"%s\" is not a number", f->path, key, v);
+    *out = (float)x;
     return GPTC_OK;
 }
 
@@ -179,6 +190,18 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mo
         meta_add(&ol, "gptc.rng", "%" PRIu64, s->rng);
         meta_add(&ol, "gptc.loader_epoch", "%" PRIu64, s->loader_epoch);
         meta_add(&ol, "gptc.loader_cursor", "%" PRIu64, s->loader_cursor);
+        meta_add(&ol, "gptc.lr", "%.9g", s->lr);
+        meta_add(&ol, "gptc.lr_floor", "%.9g", s->lr_floor);
+        meta_add(&ol, "gptc.warmup", "%d", s->warmup);
+        meta_add(&ol, "gptc.steps", "%d", s->steps);
+        meta_add(&ol, "gptc.weight_decay", "%.9g", s->weight_decay);
+        meta_add(&ol, "gptc.beta1", "%.9g", s->beta1);
+        meta_add(&ol, "gptc.beta2", "%.9g", s->beta2);
+        meta_add(&ol, "gptc.eps", "%.9g", s->eps);
+        meta_add(&ol, "gptc.clip", "%.9g", s->clip);
+        meta_add(&ol, "gptc.batch", "%d", s->batch);
+        meta_add(&ol, "gptc.seq", "%d", s->seq);
+        meta_add(&ol, "gptc.total_batch", "%ld", s->total_batch);
         fill_entries(m, mom, "exp_avg.", names, e);
         fill_entries(m, vel, "exp_avg_sq.", names + n, e + n);
         snprintf(path, sizeof path, "%s/" OPTIM_FILE, tmp);
@@ -334,6 +357,15 @@ gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, floa
         (st = meta_u64(&f, "gptc.rng", &s->rng)) || (st = meta_u64(&f, "gptc.loader_epoch", &s->loader_epoch)) ||
         (st = meta_u64(&f, "gptc.loader_cursor", &s->loader_cursor)))
         goto done;
+    uint64_t total = 0;
+    if ((st = meta_float(&f, "gptc.lr", &s->lr)) || (st = meta_float(&f, "gptc.lr_floor", &s->lr_floor)) ||
+        (st = meta_int(&f, "gptc.warmup", &s->warmup)) || (st = meta_int(&f, "gptc.steps", &s->steps)) ||
+        (st = meta_float(&f, "gptc.weight_decay", &s->weight_decay)) || (st = meta_float(&f, "gptc.beta1", &s->beta1)) ||
+        (st = meta_float(&f, "gptc.beta2", &s->beta2)) || (st = meta_float(&f, "gptc.eps", &s->eps)) ||
+        (st = meta_float(&f, "gptc.clip", &s->clip)) || (st = meta_int(&f, "gptc.batch", &s->batch)) ||
+        (st = meta_int(&f, "gptc.seq", &s->seq)) || (st = meta_u64(&f, "gptc.total_batch", &total)))
+        goto done;
+    s->total_batch = (long)total;
     snprintf(s->tokenizer, sizeof s->tokenizer, "%s", tok);
 done:
     gptc_st_close(&f);

@@ -16,6 +16,10 @@ typedef struct gptc_trainer_state {
     uint64_t rng;             /* trainer RNG state */
     uint64_t loader_epoch, loader_cursor;
     char tokenizer[32];       /* tokenizer of the training data ("" if unknown) */
+    /* the schedule and optimizer settings the run was trained with */
+    float lr, lr_floor, weight_decay, beta1, beta2, eps, clip;
+    int warmup, steps, batch, seq;
+    long total_batch;
 } gptc_trainer_state;
 
 /* Writes DIR/step-<step> atomically, then removes all but the newest `keep` step folders.

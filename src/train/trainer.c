@@ -88,6 +88,22 @@ static gptc_status open_loader(gptc_loader *l, const char *spec, bool want_val, 
     return GPTC_OK;
 }
 
+/* On resume, names every setting this run changes from the one the checkpoint was trained with:
+ * allowed (to train further, or to change the schedule on purpose), but never silent. */
+static void warn_changes(const char *ckpt, const gptc_trainer_state *was, const gptc_trainer_state *now) {
+    struct { const char *flag; double a, b; } f[] = {
+        {"--lr", was->lr, now->lr}, {"--lr-floor", was->lr_floor, now->lr_floor},
+        {"--warmup", was->warmup, now->warmup}, {"--steps", was->steps, now->steps},
+        {"--weight-decay", was->weight_decay, now->weight_decay}, {"--beta1", was->beta1, now->beta1},
+        {"--beta2", was->beta2, now->beta2}, {"--eps", was->eps, now->eps}, {"--clip", was->clip, now->clip},
+        {"--batch", was->batch, now->batch}, {"--seq", was->seq, now->seq},
+        {"--total-batch", (double)was->total_batch, (double)now->total_batch}, {"--seed", (double)was->seed, (double)now->seed},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].a != f[i].b)
+            gptc_warn("resuming %s with %s %g (it was trained with %g)", ckpt, f[i].flag, f[i].b, f[i].a);
+}
+
 static float evaluate(trainer *t) {
     const gptc_train_options *o = t->o;
     gptc_loader_rewind(&t->val);
@@ -141,6 +157,18 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     t.accum = o.total_batch ? (int)(o.total_batch / ((long)o.batch * o.seq)) : 1;
     snprintf(t.state.tokenizer, sizeof t.state.tokenizer, "%s", has_meta ? meta.tokenizer : "");
     t.state.seed = o.seed;
+    t.state.lr = o.lr;
+    t.state.lr_floor = o.lr_floor;
+    t.state.warmup = o.warmup;
+    t.state.steps = o.steps;
+    t.state.weight_decay = o.weight_decay;
+    t.state.beta1 = o.beta1;
+    t.state.beta2 = o.beta2;
+    t.state.eps = o.eps;
+    t.state.clip = o.clip;
+    t.state.batch = o.batch;
+    t.state.seq = o.seq;
+    t.state.total_batch = (long)t.accum * o.batch * o.seq;
     gptc_rng rng;
     gptc_rng_seed(&rng, o.seed);
     t.state.rng = rng.state;
@@ -184,10 +212,17 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     t.targets = t.inputs ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
     if (!t.targets) { st = GPTC_ERR_NOMEM; goto fail; }
     if (resuming) {
-        char tok[32];
-        snprintf(tok, sizeof tok, "%s", t.state.tokenizer);
+        gptc_trainer_state now = t.state;
         if ((st = gptc_ckpt_load(resume, &t.model, t.mom, t.vel, &t.state))) goto fail;
-        if (!t.state.tokenizer[0]) snprintf(t.state.tokenizer, sizeof t.state.tokenizer, "%s", tok);
+        warn_changes(resume, &t.state, &now);
+        /* the run goes on with this run's settings; the checkpoint keeps position and RNG */
+        gptc_trainer_state saved = t.state;
+        t.state = now;
+        t.state.step = saved.step;
+        t.state.rng = saved.rng;
+        t.state.loader_epoch = saved.loader_epoch;
+        t.state.loader_cursor = saved.loader_cursor;
+        if (!t.state.tokenizer[0]) snprintf(t.state.tokenizer, sizeof t.state.tokenizer, "%s", saved.tokenizer);
         gptc_loader_pos pos = {t.state.loader_epoch, t.state.loader_cursor};
         if ((st = gptc_loader_seek(&t.train, pos))) { st = gptc_fail_prefix(st, "--ckpt %s", resume); goto fail; }
     } else {
