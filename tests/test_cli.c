@@ -67,6 +67,7 @@ TEST(cli_refuses_bad_values) {
     R("/etc/hostname", "train --data /etc/hostname --ckpt %s", ck);
     R("--val-data", "train --data %s --val-data /nonexistent --ckpt %s", d, ck);
     R("--seed", "train --data %s --ckpt %s --seed -1", d, ck);
+    R("--ckpt /etc/hostname", "train --data %s --ckpt /etc/hostname", d);
     R("--threads", "train --data %s --ckpt %s --threads", d, ck);
     R("unexpected argument", "train --data %s --ckpt %s stray", d, ck);
     R("--ckpt", "sample --ckpt %s", ck);

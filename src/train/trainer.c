@@ -73,6 +73,8 @@ static gptc_status check_options(const gptc_train_options *o) {
     if (o->threads < 0) return gptc_fail(GPTC_ERR_ARG, "--threads %d: must be 0 (all cores) or more", o->threads);
     if (!o->data || !*o->data) return gptc_fail(GPTC_ERR_ARG, "--data: missing; give a shard, a glob or a folder made by `gptc prepare`");
     if (o->ckpt_dir && strlen(o->ckpt_dir) > 3000) return gptc_fail(GPTC_ERR_ARG, "--ckpt: path too long");
+    if (o->ckpt_dir && gptc_is_file(o->ckpt_dir))
+        return gptc_fail(GPTC_ERR_ARG, "--ckpt %s: is a file; give a folder (it is created if missing)", o->ckpt_dir);
     return GPTC_OK;
 }
 
@@ -198,10 +200,15 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
 
     /* 2. data */
     if ((st = open_loader(&t.train, o.data, false, "--data", &o, o.model.vocab, o.shuffle))) goto fail;
-    const char *val_spec = o.val_data ? o.val_data : (gptc_is_dir(o.data) ? o.data : NULL);
-    if (val_spec) {
-        if ((st = open_loader(&t.val, val_spec, true, o.val_data ? "--val-data" : "--data (val split)", &o, o.model.vocab, false))) goto fail;
+    if (o.val_data) {
+        if ((st = open_loader(&t.val, o.val_data, true, "--val-data", &o, o.model.vocab, false))) goto fail;
         t.has_val = true;
+    } else if (gptc_is_dir(o.data)) {
+        /* the folder's val split, if it has a usable one; without it the run trains unevaluated */
+        if (open_loader(&t.val, o.data, true, "--data (val split)", &o, o.model.vocab, false) == GPTC_OK)
+            t.has_val = true;
+        else
+            gptc_warn("%s; training without evaluation", gptc_last_error());
     }
 
     /* 3. model and optimizer */
