@@ -90,6 +90,23 @@ static gptc_status open_loader(gptc_loader *l, const char *spec, bool want_val, 
     return GPTC_OK;
 }
 
+/* The settings a checkpoint records about the run that wrote it. */
+static void state_from_options(gptc_trainer_state *s, const gptc_train_options *o, int accum) {
+    s->seed = o->seed;
+    s->lr = o->lr;
+    s->lr_floor = o->lr_floor;
+    s->warmup = o->warmup;
+    s->steps = o->steps;
+    s->weight_decay = o->weight_decay;
+    s->beta1 = o->beta1;
+    s->beta2 = o->beta2;
+    s->eps = o->eps;
+    s->clip = o->clip;
+    s->batch = o->batch;
+    s->seq = o->seq;
+    s->total_batch = (long)accum * o->batch * o->seq;
+}
+
 /* On resume, names every setting this run changes from the one the checkpoint was trained with:
  * allowed (to train further, or to change the schedule on purpose), but never silent. */
 static void warn_changes(const char *ckpt, const gptc_trainer_state *was, const gptc_trainer_state *now) {
@@ -158,19 +175,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     t.o = &o;
     t.accum = o.total_batch ? (int)(o.total_batch / ((long)o.batch * o.seq)) : 1;
     snprintf(t.state.tokenizer, sizeof t.state.tokenizer, "%s", has_meta ? meta.tokenizer : "");
-    t.state.seed = o.seed;
-    t.state.lr = o.lr;
-    t.state.lr_floor = o.lr_floor;
-    t.state.warmup = o.warmup;
-    t.state.steps = o.steps;
-    t.state.weight_decay = o.weight_decay;
-    t.state.beta1 = o.beta1;
-    t.state.beta2 = o.beta2;
-    t.state.eps = o.eps;
-    t.state.clip = o.clip;
-    t.state.batch = o.batch;
-    t.state.seq = o.seq;
-    t.state.total_batch = (long)t.accum * o.batch * o.seq;
+    state_from_options(&t.state, &o, t.accum);
     gptc_rng rng;
     gptc_rng_seed(&rng, o.seed);
     t.state.rng = rng.state;
@@ -219,12 +224,10 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     t.targets = t.inputs ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
     if (!t.targets) { st = GPTC_ERR_NOMEM; goto fail; }
     if (resuming) {
-        gptc_trainer_state now = t.state;
-        if ((st = gptc_ckpt_load(resume, &t.model, t.mom, t.vel, &t.state))) goto fail;
-        warn_changes(resume, &t.state, &now);
-        /* the run goes on with this run's settings; the checkpoint keeps position and RNG */
-        gptc_trainer_state saved = t.state;
-        t.state = now;
+        gptc_trainer_state saved;
+        if ((st = gptc_ckpt_load(resume, &t.model, t.mom, t.vel, &saved))) goto fail;
+        warn_changes(resume, &saved, &t.state);
+        /* the run goes on with its own settings; the checkpoint gives the position and the RNG */
         t.state.step = saved.step;
         t.state.rng = saved.rng;
         t.state.loader_epoch = saved.loader_epoch;
