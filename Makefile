@@ -3,7 +3,7 @@ CC      ?= gcc
 OPT     ?= -O3
 CFLAGS  ?= $(OPT) -g -fno-math-errno
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp -D_GNU_SOURCE -Iinclude -Isrc -MMD -MP
-LDLIBS  := -lcjson -lm -fopenmp
+LDLIBS  := -lpcre2-8 -lcjson -lm -fopenmp
 BUILD   := build
 
 LIB_SRC  := $(sort $(shell find src -name '*.c' -not -path 'src/cli/*'))

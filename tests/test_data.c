@@ -541,7 +541,7 @@ TEST(data_tokenizer_byte) {
     for (int i = 0; i < 256; i++) all[i] = (char)i;
     int *ids = NULL;
     size_t n = 0, cap = 0;
-    CHECK_OK(t->encode(t, all, 256, true, &ids, &n, &cap));
+    CHECK_OK(t->encode(t, NULL, all, 256, true, &ids, &n, &cap));
     CHECK_EQ_INT(n, 256);
     CHECK(cap >= n);
     for (int i = 0; i < 256 && i < (int)n; i++) {
@@ -554,17 +554,17 @@ TEST(data_tokenizer_byte) {
     /* specials: only the exact string, only when allowed; encode appends */
     const char *s = "a<|endoftext|>b<|endoftext|<|endoftext|>";
     size_t before = n;
-    CHECK_OK(t->encode(t, s, strlen(s), true, &ids, &n, &cap));
+    CHECK_OK(t->encode(t, NULL, s, strlen(s), true, &ids, &n, &cap));
     const int want[] = {'a', 256, 'b', '<', '|', 'e', 'n', 'd', 'o', 'f', 't', 'e', 'x', 't', '|', 256};
     CHECK_EQ_INT(n - before, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < sizeof want / sizeof want[0] && before + i < n; i++) CHECK_EQ_INT(ids[before + i], want[i]);
     CHECK_EQ_INT(ids[0], 0); /* what was there stays */
     n = 0;
-    CHECK_OK(t->encode(t, s, strlen(s), false, &ids, &n, &cap));
+    CHECK_OK(t->encode(t, NULL, s, strlen(s), false, &ids, &n, &cap));
     CHECK_EQ_INT(n, strlen(s));
     for (size_t i = 0; i < n; i++) CHECK_EQ_INT(ids[i], (unsigned char)s[i]);
     n = 0;
-    CHECK_OK(t->encode(t, "", 0, true, &ids, &n, &cap));
+    CHECK_OK(t->encode(t, NULL, "", 0, true, &ids, &n, &cap));
     CHECK_EQ_INT(n, 0);
 
     char buf[32];

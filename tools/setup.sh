@@ -1,10 +1,11 @@
 #!/bin/sh
 # setup.sh — installs the Debian packages gptc needs when they are missing: apt-get when run as
 # root, otherwise it prints the exact command and fails. `--torch` adds what `make fixtures` and
-# the PyTorch benchmark need.
+# the PyTorch benchmark need; `--node` what the tokenizer fixtures and the tiktoken benchmark need.
 set -e
-need="gcc make libc6-dev libcjson-dev"
+need="gcc make libc6-dev libcjson-dev libpcre2-dev"
 [ "$1" = "--torch" ] && need="$need python3-torch python3-numpy libopenblas0-pthread"
+[ "$1" = "--node" ] && need="$need nodejs npm"
 missing=""
 for p in $need; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

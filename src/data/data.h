@@ -69,24 +69,34 @@ gptc_loader_pos gptc_loader_tell(const gptc_loader *l);
 gptc_status gptc_loader_seek(gptc_loader *l, gptc_loader_pos pos);
 void gptc_loader_rewind(gptc_loader *l); /* back to epoch 0, cursor 0 (for evaluation passes) */
 
-/* ---- tokenizers */
+/* ---- tokenizers
+ * A tokenizer is immutable once open and may be shared by threads; what encoding mutates (regex
+ * match data, the cache of pieces already encoded) lives in a gptc_tok_state, one per thread. */
+typedef struct gptc_tok_state gptc_tok_state;
 typedef struct gptc_tokenizer gptc_tokenizer;
 struct gptc_tokenizer {
-    const char *name;  /* "byte" */
+    const char *name;  /* "byte", "gpt2" */
     int vocab;         /* ids are 0..vocab-1 */
     int eot;           /* end-of-text id */
+    uint32_t files_crc; /* CRC-32C of the vocabulary files it was built from (0: none) */
+    /* Makes a per-thread state (*out may be NULL for tokenizers that need none). */
+    gptc_status (*state_new)(const gptc_tokenizer *t, gptc_tok_state **out);
+    void (*state_free)(gptc_tok_state *s);
     /* Appends the ids of text[0..len) to *ids (growing *cap with realloc); allow_special lets
-     * "<|endoftext|>" in the text become eot. */
-    gptc_status (*encode)(const gptc_tokenizer *t, const char *text, size_t len, bool allow_special,
-                          int **ids, size_t *n, size_t *cap);
+     * "<|endoftext|>" in the text become eot. Any bytes are valid input. s is this thread's state
+     * (or NULL: a temporary one is made for the call). */
+    gptc_status (*encode)(const gptc_tokenizer *t, gptc_tok_state *s, const char *text, size_t len,
+                          bool allow_special, int **ids, size_t *n, size_t *cap);
     /* Writes the bytes of one id into buf (at most cap bytes); returns the byte count, or -1 for
-     * an id outside the vocabulary. eot decodes to "<|endoftext|>". */
+     * an id outside the vocabulary or a buffer too small. eot decodes to "<|endoftext|>". */
     int (*decode)(const gptc_tokenizer *t, int id, char *buf, size_t cap);
     void (*free)(gptc_tokenizer *t);
-    void *state;
+    void *impl;
 };
 
-/* Opens a tokenizer by name ("byte"); an unknown name is GPTC_ERR_ARG listing the known ones. */
+/* Opens a tokenizer by name: "byte" (alias "bytes"), or "gpt2" (OpenAI's encoder.json and
+ * vocab.bpe, looked up in $GPTC_VOCAB_DIR, then <dir of the gptc binary>/../data/gpt2, then
+ * ./data/gpt2). An unknown name is GPTC_ERR_ARG listing the known ones. */
 gptc_status gptc_tokenizer_open(const char *name, gptc_tokenizer **out);
 void gptc_tokenizer_free(gptc_tokenizer *t);
 

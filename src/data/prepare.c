@@ -81,7 +81,7 @@ static gptc_status prepare_tokenize(const gptc_prepare_options *o, const gptc_to
             break;
         }
         size_t nid = 0;
-        st = tok->encode(tok, text, len, false, &ids, &nid, &idcap);
+        st = tok->encode(tok, NULL, text, len, false, &ids, &nid, &idcap);
         gptc_free(text);
         if (st != GPTC_OK) {
             gptc_fail_prefix(st, "%s", path);

@@ -6,7 +6,7 @@
 gptc_status gptc_tokenizer_open(const char *name, gptc_tokenizer **out) {
     *out = NULL;
     if (!name || !name[0]) return gptc_fail(GPTC_ERR_ARG, "tokenizer: missing; use byte");
-    if (strcmp(name, "byte") == 0) return gptc_tokenizer_byte_open(out);
+    if (strcmp(name, "byte") == 0 || strcmp(name, "bytes") == 0) return gptc_tokenizer_byte_open(out);
     if (strcmp(name, "gpt2") == 0)
         return gptc_fail(GPTC_ERR_ARG, "tokenizer gpt2: not built yet (the GPT-2 BPE tokenizer is its own "
                                        "issue); use --tokenizer byte");

@@ -12,8 +12,8 @@
 static const char k_eot_text[] = "<|endoftext|>";
 #define EOT_LEN (sizeof k_eot_text - 1)
 
-static gptc_status byte_encode(const gptc_tokenizer *t, const char *text, size_t len, bool allow_special,
-                               int **ids, size_t *n, size_t *cap) {
+static gptc_status byte_encode(const gptc_tokenizer *t, gptc_tok_state *state, const char *text, size_t len,
+                               bool allow_special, int **ids, size_t *n, size_t *cap) {
     /* *ids: [*cap] with *n used; a byte never becomes more than one id, so *n + len bounds it */
     if (len > (SIZE_MAX / sizeof(int)) - *n)
         return gptc_fail(GPTC_ERR_NOMEM, "byte tokenizer: %zu bytes of text are too many to encode", len);
@@ -59,12 +59,21 @@ static int byte_decode(const gptc_tokenizer *t, int id, char *buf, size_t cap) {
 
 static void byte_free(gptc_tokenizer *t) { free(t); }
 
+static gptc_status byte_state_new(const gptc_tokenizer *t, gptc_tok_state **out) {
+    *out = NULL; /* nothing to keep between calls */
+    return GPTC_OK;
+}
+
+static void byte_state_free(gptc_tok_state *s) {}
+
 gptc_status gptc_tokenizer_byte_open(gptc_tokenizer **out) {
     gptc_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return gptc_fail(GPTC_ERR_NOMEM, "cannot allocate the byte tokenizer");
     t->name = "byte";
     t->vocab = BYTE_VOCAB;
     t->eot = BYTE_EOT;
+    t->state_new = byte_state_new;
+    t->state_free = byte_state_free;
     t->encode = byte_encode;
     t->decode = byte_decode;
     t->free = byte_free;

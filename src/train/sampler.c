@@ -120,7 +120,7 @@ gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *u
         st = gptc_fail(GPTC_ERR_FORMAT, "--ckpt %s: tokenizer %s has %d ids but the model only %d", dir, tokname, tok->vocab, cfg.vocab);
         goto done;
     }
-    if ((st = tok->encode(tok, o->prompt, strlen(o->prompt), true, &ids, &nids, &cap))) goto done;
+    if ((st = tok->encode(tok, NULL, o->prompt, strlen(o->prompt), true, &ids, &nids, &cap))) goto done;
     if (nids == 0) { /* an empty prompt starts a new document */
         ids = malloc(sizeof *ids);
         if (!ids) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto done; }
