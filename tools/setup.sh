@@ -5,7 +5,8 @@
 set -e
 need="gcc make libc6-dev libcjson-dev libpcre2-dev"
 [ "$1" = "--torch" ] && need="$need python3-torch python3-numpy libopenblas0-pthread"
-[ "$1" = "--node" ] && need="$need nodejs npm"
+# node and npm may come from another packaging of Node.js; only install Debian's when absent
+if [ "$1" = "--node" ] && ! { command -v node && command -v npm; } >/dev/null; then need="$need nodejs npm"; fi
 missing=""
 for p in $need; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
