@@ -14,7 +14,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 # The bundled default run: tiny Shakespeare, byte tokens, the `small-cpu` model.
-TRAIN_ARGS ?=
+TRAIN_ARGS ?= --sample-every 800
 RUN_DIR    ?= runs/shakespeare
 
 .PHONY: all setup train test fixtures bench clean

@@ -75,6 +75,8 @@ typedef struct gptc_train_options {
     int eval_every;        /* steps between val-loss evaluations (0: only at the end) */
     int eval_batches;      /* micro-batches per evaluation */
     int threads;           /* OpenMP threads (0: all cores) */
+    int sample_every;      /* steps between samples in the log (0: none); needs the data's tokenizer */
+    int sample_tokens;     /* tokens per sample */
 } gptc_train_options;
 
 void gptc_train_options_default(gptc_train_options *o);
@@ -111,6 +113,7 @@ typedef struct gptc_step_info {
     double tokens_per_s;   /* tokens of the step / its wall time */
     float val_loss;        /* val loss if evaluated after this step, else NaN */
     const char *ckpt_path; /* CHECKPOINT: the folder written */
+    const char *sample;    /* text sampled after this step (decoded with the data's tokenizer), else NULL */
 } gptc_step_info;
 
 /* Per-step callback for the CLI, embedders and tests: return nonzero to stop the run after this

@@ -49,6 +49,8 @@ static const gptc_option g_train_opts[] = {
     {"eval-every", OPT_INT, F(t.eval_every), "N", "steps between val-loss evaluations (0: first and last step only)", 0, 1e9},
     {"eval-batches", OPT_INT, F(t.eval_batches), "N", "micro-batches per evaluation", 1, 1e6},
     {"threads", OPT_INT, F(t.threads), "N", "OpenMP threads (0: all cores)", 0, 4096},
+    {"sample-every", OPT_INT, F(t.sample_every), "N", "print a sample, decoded with the data's tokenizer, every N steps (0: never)", 0, 1e9},
+    {"sample-tokens", OPT_INT, F(t.sample_tokens), "N", "tokens per sample in the log", 1, 1 << 20},
     {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
 };
@@ -119,12 +121,13 @@ static int on_step(void *user, const gptc_step_info *in) {
     double eta = p->ms_sum * 1e-3 / done * (in->steps - in->step);
     char etab[32];
     fmt_eta(etab, sizeof etab, eta);
-    bool show = p->tty || in->step % p->c->log_every == 0 || in->step == in->steps || !isnan(in->val_loss);
+    bool show = p->tty || in->step % p->c->log_every == 0 || in->step == in->steps || !isnan(in->val_loss) || in->sample;
     if (show) {
         printf("%sstep %d/%d | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | ETA %s", p->tty ? "\r\033[K" : "",
                in->step, in->steps, in->loss, in->lr, in->grad_norm, in->ms, in->tokens_per_s, etab);
         if (!isnan(in->val_loss)) printf(" | val loss %.4f", in->val_loss);
-        if (!p->tty || !isnan(in->val_loss) || in->step == in->steps) printf("\n");
+        if (!p->tty || !isnan(in->val_loss) || in->step == in->steps || in->sample) printf("\n");
+        if (in->sample) printf("sample at step %d:\n%s\n", in->step, in->sample);
         fflush(stdout);
     }
     return 0;

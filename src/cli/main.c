@@ -10,6 +10,7 @@ static void usage(FILE *f) {
                "  train     train a GPT-2 model on token shards (resumes from --ckpt)\n"
                "  sample    generate text from a checkpoint\n"
                "  prepare   turn text files into token shards\n"
+               "  tokenize  show the token ids of a text\n"
                "  info      show the CPU, the kernels in use and the model presets\n\n"
                "`gptc <command> --help` lists a command's options.\n");
 }
@@ -24,10 +25,11 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "sample") == 0) return gptc_cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "prepare") == 0) return gptc_cmd_prepare(argc - 2, argv + 2);
     if (strcmp(cmd, "info") == 0) return gptc_cmd_info(argc - 2, argv + 2);
+    if (strcmp(cmd, "tokenize") == 0) return gptc_cmd_tokenize(argc - 2, argv + 2);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "gptc: %s: unknown command (expected train, sample, prepare or info; see gptc --help)\n", cmd);
+    fprintf(stderr, "gptc: %s: unknown command (expected train, sample, prepare, tokenize or info; see gptc --help)\n", cmd);
     return 2;
 }

@@ -7,6 +7,7 @@
 #include "data/data.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
+#include "train/sampler.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -89,6 +90,45 @@ static const float *feed(feeder *f, int token) {
     return gptc_model_decode_step(f->m, f->kv, token);
 }
 
+gptc_status gptc_generate(const gptc_model *m, const gptc_tokenizer *tok, const char *prompt,
+                          const gptc_sample_options *o, gptc_text_fn emit, void *user) {
+    gptc_kv_cache kv = {0};
+    int *ids = NULL;
+    size_t nids = 0, cap = 0;
+    cand *scratch = NULL;
+    int *hist = NULL;
+    gptc_status st;
+    if ((st = tok->encode(tok, NULL, prompt, strlen(prompt), true, &ids, &nids, &cap))) goto done;
+    if (nids == 0) { /* an empty prompt starts a new document */
+        ids = malloc(sizeof *ids);
+        if (!ids) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto done; }
+        ids[0] = tok->eot;
+        nids = 1;
+    }
+    if ((st = gptc_kv_cache_init(&kv, m))) goto done;
+    scratch = malloc(sizeof *scratch * m->cfg.vocab);
+    hist = malloc(sizeof *hist * (nids + (size_t)o->tokens));
+    if (!scratch || !hist) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto done; }
+    gptc_rng rng;
+    gptc_rng_seed(&rng, o->seed);
+    feeder fd = {m, &kv, hist, 0};
+    const float *logits = NULL;
+    for (size_t i = 0; i < nids; i++) logits = feed(&fd, ids[i]);
+    char buf[64];
+    for (int i = 0; i < o->tokens; i++) {
+        int next = draw(logits, tok->vocab, o, scratch, &rng); /* only ids the tokenizer can decode */
+        int n = tok->decode(tok, next, buf, sizeof buf);
+        if (n > 0 && emit) emit(user, buf, (size_t)n);
+        if (i + 1 < o->tokens) logits = feed(&fd, next);
+    }
+done:
+    free(scratch);
+    free(hist);
+    free(ids);
+    gptc_kv_cache_free(&kv);
+    return st;
+}
+
 gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *user) {
     if (!o->ckpt || !*o->ckpt) return gptc_fail(GPTC_ERR_ARG, "--ckpt: missing; give a checkpoint folder written by `gptc train`");
     if (o->tokens < 1) return gptc_fail(GPTC_ERR_ARG, "--tokens %d: must be at least 1", o->tokens);
@@ -109,48 +149,16 @@ gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *u
     gptc_set_threads(o->threads);
 
     gptc_model m = {0};
-    gptc_kv_cache kv = {0};
     gptc_tokenizer *tok = NULL;
-    int *ids = NULL;
-    size_t nids = 0, cap = 0;
-    cand *scratch = NULL;
-    int *hist = NULL;
     if ((st = gptc_tokenizer_open(tokname, &tok))) goto done;
     if (tok->vocab > cfg.vocab) {
         st = gptc_fail(GPTC_ERR_FORMAT, "--ckpt %s: tokenizer %s has %d ids but the model only %d", dir, tokname, tok->vocab, cfg.vocab);
         goto done;
     }
-    if ((st = tok->encode(tok, NULL, o->prompt, strlen(o->prompt), true, &ids, &nids, &cap))) goto done;
-    if (nids == 0) { /* an empty prompt starts a new document */
-        ids = malloc(sizeof *ids);
-        if (!ids) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto done; }
-        ids[0] = tok->eot;
-        nids = 1;
-    }
-    if ((st = gptc_model_init(&m, &cfg)) || (st = gptc_ckpt_load(dir, &m, NULL, NULL, NULL)) ||
-        (st = gptc_kv_cache_init(&kv, &m)))
-        goto done;
-    scratch = malloc(sizeof *scratch * cfg.vocab);
-    hist = malloc(sizeof *hist * (nids + (size_t)o->tokens));
-    if (!scratch || !hist) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto done; }
-    gptc_rng rng;
-    gptc_rng_seed(&rng, o->seed);
-    feeder fd = {&m, &kv, hist, 0};
-    const float *logits = NULL;
-    for (size_t i = 0; i < nids; i++) logits = feed(&fd, ids[i]);
-    char buf[64];
-    for (int i = 0; i < o->tokens; i++) {
-        int next = draw(logits, tok->vocab, o, scratch, &rng); /* only ids the tokenizer can decode */
-        int n = tok->decode(tok, next, buf, sizeof buf);
-        if (n > 0 && emit) emit(user, buf, (size_t)n);
-        if (i + 1 < o->tokens) logits = feed(&fd, next);
-    }
+    if ((st = gptc_model_init(&m, &cfg)) || (st = gptc_ckpt_load(dir, &m, NULL, NULL, NULL))) goto done;
+    st = gptc_generate(&m, tok, o->prompt, o, emit, user);
 done:
-    free(scratch);
-    free(hist);
-    free(ids);
     if (tok) gptc_tokenizer_free(tok);
-    gptc_kv_cache_free(&kv);
     gptc_model_free(&m);
     return st;
 }

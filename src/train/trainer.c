@@ -6,6 +6,7 @@
 #include "io/io.h"
 #include "optim/optim.h"
 #include "train/checkpoint.h"
+#include "train/sampler.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +34,8 @@ void gptc_train_options_default(gptc_train_options *o) {
     o->keep = 2;
     o->eval_every = 400;
     o->eval_batches = 8;
+    o->sample_every = 0;
+    o->sample_tokens = 64;
 }
 
 typedef struct trainer {
@@ -43,6 +46,8 @@ typedef struct trainer {
     bool has_val;
     int *inputs, *targets; /* (B,T) */
     int accum;
+    gptc_tokenizer *tok;   /* the data's tokenizer, for samples in the log (NULL: none) */
+    char *sample;          /* the last sample's text */
     gptc_trainer_state state;
     gptc_lr_schedule sched;
     gptc_adamw adamw;
@@ -71,10 +76,27 @@ static gptc_status check_options(const gptc_train_options *o) {
     if (o->eval_every < 0) return gptc_fail(GPTC_ERR_ARG, "--eval-every %d: must be 0 or more", o->eval_every);
     if (o->eval_batches < 1) return gptc_fail(GPTC_ERR_ARG, "--eval-batches %d: must be at least 1", o->eval_batches);
     if (o->threads < 0) return gptc_fail(GPTC_ERR_ARG, "--threads %d: must be 0 (all cores) or more", o->threads);
+    if (o->sample_every < 0) return gptc_fail(GPTC_ERR_ARG, "--sample-every %d: must be 0 (off) or more", o->sample_every);
+    if (o->sample_tokens < 1) return gptc_fail(GPTC_ERR_ARG, "--sample-tokens %d: must be at least 1", o->sample_tokens);
     if (!o->data || !*o->data) return gptc_fail(GPTC_ERR_ARG, "--data: missing; give a shard, a glob or a folder made by `gptc prepare`");
     if (o->ckpt_dir && strlen(o->ckpt_dir) > 3000) return gptc_fail(GPTC_ERR_ARG, "--ckpt: path too long");
     if (o->ckpt_dir && gptc_is_file(o->ckpt_dir))
         return gptc_fail(GPTC_ERR_ARG, "--ckpt %s: is a file; give a folder (it is created if missing)", o->ckpt_dir);
+    return GPTC_OK;
+}
+
+/* Data prepared by `gptc prepare` names its tokenizer and vocabulary size; a model whose
+ * vocabulary differs would train on ids it cannot represent, or waste rows it never sees. */
+static gptc_status check_data_tokenizer(const char *flag, const char *spec, const gptc_model_config *m) {
+    gptc_data_meta meta = {0};
+    bool found = false;
+    gptc_status st = gptc_data_meta_read(spec, &meta, &found);
+    if (st) return gptc_fail_prefix(st, "%s", flag);
+    if (found && meta.vocab != m->vocab)
+        return gptc_fail(GPTC_ERR_ARG,
+                         "%s %s: tokenized with %s (vocab %d) but the model's vocab is %d; use --vocab %d, or "
+                         "prepare the data with the model's tokenizer",
+                         flag, spec, meta.tokenizer, meta.vocab, m->vocab, meta.vocab);
     return GPTC_OK;
 }
 
@@ -149,7 +171,33 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+#define SAMPLE_CAP 8192
+
+typedef struct { char *buf; size_t len; } sample_buf;
+
+static void append_text(void *user, const char *text, size_t len) {
+    sample_buf *b = user;
+    if (b->len + len >= SAMPLE_CAP) len = SAMPLE_CAP - 1 - b->len;
+    memcpy(b->buf + b->len, text, len);
+    b->len += len;
+    b->buf[b->len] = '\0';
+}
+
+/* A short sample from the model as it is now, decoded with the data's tokenizer. */
+static const char *sample_now(trainer *t) {
+    gptc_sample_options so;
+    gptc_sample_options_default(&so);
+    so.tokens = t->o->sample_tokens;
+    so.seed = t->o->seed ^ (uint64_t)t->state.step;
+    sample_buf b = {t->sample, 0};
+    t->sample[0] = '\0';
+    if (gptc_generate(&t->model, t->tok, "", &so, append_text, &b) != GPTC_OK) return NULL;
+    return t->sample;
+}
+
 static void trainer_free(trainer *t) {
+    gptc_tokenizer_free(t->tok);
+    free(t->sample);
     gptc_model_free(&t->model);
     gptc_free(t->mom);
     gptc_free(t->vel);
@@ -172,6 +220,9 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     if (o.data && (st = gptc_data_meta_read(o.data, &meta, &has_meta))) return gptc_fail_prefix(st, "--data");
     if (o.model.vocab == 0) o.model.vocab = has_meta ? meta.vocab : 50257;
     if ((st = gptc_model_config_check(&o.model)) || (st = check_options(&o))) return st;
+    if ((st = check_data_tokenizer("--data", o.data, &o.model)) ||
+        (o.val_data && (st = check_data_tokenizer("--val-data", o.val_data, &o.model))))
+        return st;
     t.o = &o;
     t.accum = o.total_batch ? (int)(o.total_batch / ((long)o.batch * o.seq)) : 1;
     snprintf(t.state.tokenizer, sizeof t.state.tokenizer, "%s", has_meta ? meta.tokenizer : "");
@@ -185,7 +236,12 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     if (o.ckpt_dir && (st = gptc_ckpt_find(o.ckpt_dir, resume, sizeof resume, &resuming))) return gptc_fail_prefix(st, "--ckpt");
     if (resuming) {
         gptc_model_config saved;
-        if ((st = gptc_ckpt_read_config(resume, &saved, NULL, 0))) return gptc_fail_prefix(st, "--ckpt");
+        char saved_tok[32];
+        if ((st = gptc_ckpt_read_config(resume, &saved, saved_tok, sizeof saved_tok))) return gptc_fail_prefix(st, "--ckpt");
+        if (has_meta && saved_tok[0] && strcmp(saved_tok, meta.tokenizer) != 0)
+            return gptc_fail(GPTC_ERR_STATE, "--ckpt %s: was trained on %s tokens but --data %s holds %s tokens; "
+                             "prepare the data with --tokenizer %s or use another --ckpt folder",
+                             resume, saved_tok, o.data, meta.tokenizer, saved_tok);
         if (memcmp(&saved, &o.model, sizeof saved) != 0)
             return gptc_fail(GPTC_ERR_STATE,
                              "--ckpt %s: holds a model with layers=%d heads=%d channels=%d context=%d vocab=%d, but "
@@ -240,6 +296,14 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     }
     t.sched = (gptc_lr_schedule){.lr = o.lr, .warmup = o.warmup, .steps = o.steps, .floor = o.lr_floor};
     t.adamw = (gptc_adamw){.beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay};
+    if (o.sample_every) {
+        if (!t.state.tokenizer[0]) {
+            gptc_warn("--sample-every: the data does not name its tokenizer (no meta.json); no samples");
+        } else if ((st = gptc_tokenizer_open(t.state.tokenizer, &t.tok)) || !(t.sample = malloc(SAMPLE_CAP))) {
+            st = st ? gptc_fail_prefix(st, "--sample-every") : gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+    }
     r.first_step = t.state.step;
     r.model = o.model;
     r.num_params = gptc_model_num_params(&o.model);
@@ -290,6 +354,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
             if (isnan(r.first_val_loss)) r.first_val_loss = info.val_loss;
             r.last_val_loss = info.val_loss;
         }
+        if (t.tok && t.state.step % o.sample_every == 0) info.sample = sample_now(&t);
         if (on_step && on_step(user, &info)) stop = true;
         char written[4096];
         if (o.ckpt_dir && ((o.ckpt_every && t.state.step % o.ckpt_every == 0) || last || stop)) {
@@ -298,6 +363,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
                 gptc_step_info saved = info;
                 saved.event = GPTC_EVENT_CHECKPOINT;
                 saved.val_loss = NAN;
+                saved.sample = NULL;
                 saved.ckpt_path = written;
                 on_step(user, &saved);
             }
