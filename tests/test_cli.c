@@ -77,6 +77,9 @@ TEST(cli_refuses_bad_values) {
     R("--tokenizer", "prepare --tokenizer klingon data/tinyshakespeare.txt --out %s", ck);
     R("no input files", "prepare --out %s", ck);
     R("unknown command", "trian --data %s", d);
+    R("tokenized with byte (vocab 257) but the model's vocab is 50257", "train --data %s --ckpt %s --model gpt2 --seq 64", d, ck);
+    R("--sample-every", "train --data %s --ckpt %s --sample-every -1", d, ck);
+    R("--tokenizer klingon", "tokenize --tokenizer klingon hello");
 #undef R
 }
 
@@ -106,13 +109,25 @@ TEST(cli_help_lists_every_option) {
     free(out);
 }
 
+TEST(cli_tokenize_shows_ids) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer byte --ids-only 'hi <|endoftext|>'", test_gptc_bin());
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK_MSG(out && strncmp(out, "104 105 32 60 124", 17) == 0, "got %s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "printf 'a\tb' | %s tokenize --tokenizer byte --special -", test_gptc_bin());
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK_MSG(out && strstr(out, "\"\\t\"") && strstr(out, "3 tokens, 3 bytes"), "got %s", out);
+    free(out);
+}
+
 TEST(cli_train_resume_sample) {
     const char *d = data_dir();
     char ck[600], cmd[4096], *out = NULL;
     snprintf(ck, sizeof ck, "%s/cli-run", test_tmpdir());
     snprintf(cmd, sizeof cmd,
              "%s train --model tiny --data %s --batch 4 --seq 32 --steps 6 --ckpt %s --ckpt-every 3 --eval-every 3 "
-             "--eval-batches 2 --threads 2",
+             "--eval-batches 2 --threads 2 --sample-every 3 --sample-tokens 16",
              test_gptc_bin(), d, ck);
     CHECK_EQ_INT(test_run(cmd, &out), 0);
     regex_t re;
@@ -120,6 +135,7 @@ TEST(cli_train_resume_sample) {
     CHECK_MSG(out && regexec(&re, out, 0, NULL, 0) == 0, "no log line of the expected form in: %s", out);
     regfree(&re);
     CHECK(out && strstr(out, "val loss") && strstr(out, "checkpoint ") && strstr(out, "train: median"));
+    CHECK_MSG(out && strstr(out, "sample at step 3:\n") && strstr(out, "sample at step 6:\n"), "no samples in the log: %s", out);
     free(out);
     /* raising --steps resumes from the checkpoint */
     snprintf(cmd, sizeof cmd,
