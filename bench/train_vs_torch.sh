@@ -1,6 +1,6 @@
 #!/bin/sh
 # train_vs_torch.sh — compares training throughput of gptc and PyTorch (bench/torch_train_bench.py)
-# on GPT-2 124M at the same shapes, in one invocation: runs `build/gptc train` on the byte-level
+# on GPT-2 124M at the same shapes, in one invocation: runs `build/gptc train` on the GPT-2 BPE
 # tiny Shakespeare data (preparing it first if needed), then the PyTorch benchmark, then prints
 # both tokens/s and the ratio gptc/torch.
 # Settings come from the environment or NAME=VALUE arguments (arguments win):
@@ -39,7 +39,7 @@ done
 
 cd "$(dirname "$0")/.."
 GPTC=build/gptc
-DATA=build/data/shakespeare
+DATA=build/data/shakespeare-gpt2
 if [ ! -x "$GPTC" ]; then
     echo "train_vs_torch: $GPTC not found; build it first (make, or make bench)" >&2
     exit 1
@@ -68,7 +68,7 @@ tokens_per_s() {
 
 if [ ! -f "$DATA/meta.json" ]; then
     echo "== preparing $DATA"
-    "$GPTC" prepare --tokenizer byte data/tinyshakespeare.txt --out "$DATA"
+    "$GPTC" prepare --tokenizer gpt2 data/tinyshakespeare.txt --out "$DATA"
 fi
 
 echo "== gptc: B=$B T=$T threads=$THREADS steps=$STEPS"
