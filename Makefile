@@ -41,6 +41,9 @@ $(BUILD)/gptc: $(BUILD)/src/cli/main.o $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a
 $(BUILD)/gptc_tests: $(TEST_OBJ) $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/bench_tokenizer: $(BUILD)/bench/bench_tokenizer.o $(BUILD)/libgptc.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/data/shakespeare/meta.json: data/tinyshakespeare.txt | $(BUILD)/gptc
 	$(BUILD)/gptc prepare --tokenizer byte data/tinyshakespeare.txt --out $(BUILD)/data/shakespeare
 

@@ -143,18 +143,84 @@ typedef void (*gptc_text_fn)(void *user, const char *text, size_t len);
 
 gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *user);
 
-/* ---------------------------------------------------------------- data preparation */
+/* ---------------------------------------------------------------- data preparation
+ *
+ * gptc_prepare turns text files into llm.c-layout token shards plus a manifest (meta.json).
+ *
+ * Token stream: for each document in input order, the end-of-text id, then the document's tokens.
+ * A document is a whole input file or, with doc_separator, each piece of a file between
+ * separators (the separator is dropped; empty pieces are skipped). Text is encoded with special
+ * tokens off: a literal "<|endoftext|>" inside a file is plain text.
+ *
+ * Streaming: the inputs are read in blocks and cut into chunks of up to 1 MiB, encoded by
+ * `threads` threads and written in input order. Inside a document a chunk ends only at a safe cut,
+ * a byte position p where byte p is a space and byte p-1 an ASCII character other than whitespace;
+ * GPT-2's pre-tokenizer always has a piece boundary there, so the tokens equal those of encoding
+ * each document whole, and the shards are the same bytes for every thread count. (A stretch of
+ * 8 MiB with no safe cut, e.g. text in a script written without spaces, is cut at a character
+ * boundary there to keep memory bounded; only there can the tokens differ from whole-document
+ * encoding, by a piece or two.) Memory is about 10 MiB per thread (the text and int ids of a
+ * batch of 2 chunks per thread) plus a 2 MiB write buffer, and up to 45 MiB more per space-less
+ * 8 MiB chunk, whatever the file sizes.
+ *
+ * Val split: the token total is unknown until the end, so the split is placed by input bytes. The
+ * val split starts at the first cut point (a document start or a safe cut) at or after byte
+ * ceil(input_bytes × (1 − val_fraction)) of the concatenated inputs; every token from there on,
+ * including the end-of-text of a document that starts there, goes to val_*.bin, every token
+ * before it to train_*.bin. val_fraction 0 gives no val split, and so does a tail with no cut point.
+ *
+ * Output: OUT/train_000000.bin, ... and val_000000.bin, ... of at most shard_tokens tokens, then
+ * OUT/meta.json: {"tokenizer", "vocab", "eot", "vocab_crc32c" (CRC-32C of the tokenizer's vocab
+ * files, 8 hex digits), "train_tokens", "val_tokens", "documents", "input_bytes", "shards":
+ * [{"file", "split", "tokens"}, ...]}. Shards are written to hidden temp files (.NAME.tmp-PID) and
+ * renamed only after all input is encoded, so a failed or interrupted run leaves no partial shard
+ * under a final name and keeps the folder's earlier data set. After success, train_*.bin and
+ * val_*.bin that this run did not write (from an earlier, larger run) are removed, and meta.json is
+ * written last.
+ *
+ * Every option and input is checked (each input must be a readable, non-empty regular file) and
+ * the tokenizer opened before anything is written; OUT is created only when the first shard is. */
+
+/* Progress: called after each batch of chunks is written (and once at the end) with the input
+ * bytes done, the input total and the tokens written so far. Runs on the calling thread. */
+typedef void (*gptc_prepare_progress_fn)(void *user, uint64_t bytes_done, uint64_t bytes_total, uint64_t tokens);
 
 typedef struct gptc_prepare_options {
-    const char *tokenizer;  /* "byte" (gpt2 BPE comes with its own issue) */
+    const char *tokenizer;     /* "byte" (alias "bytes") or "gpt2" */
     const char *const *inputs; /* text files */
     int ninputs;
-    const char *out;        /* output folder: train_000000.bin, val_000000.bin, meta.json */
-    float val_fraction;     /* fraction of the tokens (taken from the end) that go to val */
-    long shard_tokens;      /* tokens per shard file */
+    const char *out;           /* output folder */
+    float val_fraction;        /* [0, 1): share of the input bytes, from the end, that goes to val */
+    long shard_tokens;         /* tokens per shard file (at most 2^31 - 1) */
+    int threads;               /* encoding threads (0: all cores) */
+    const char *doc_separator; /* NULL or "": one document per file */
+    gptc_prepare_progress_fn progress; /* NULL: none */
+    void *progress_user;
+    /* for tests */
+    size_t chunk_bytes;        /* bytes per encoding chunk (0: input/(4 × threads), 64 KiB to 1 MiB);
+                                * when set, forced cuts come after 32 chunks instead of 8 MiB */
+    const void *tokenizer_impl; /* a gptc_tokenizer (src/data/data.h) used instead of opening `tokenizer` */
 } gptc_prepare_options;
 
 void gptc_prepare_options_default(gptc_prepare_options *o);
+
+typedef struct gptc_prepare_result {
+    uint64_t train_tokens, val_tokens;
+    int train_shards, val_shards;
+    uint64_t documents;   /* documents tokenized (each begins with end-of-text) */
+    uint64_t input_bytes; /* sum of the input file sizes */
+    uint64_t val_start;   /* byte offset where the val split begins (input_bytes: no val split) */
+    int threads;          /* encoding threads used */
+    double seconds;       /* wall time */
+    int output_started;   /* on failure: 1 if it came after writing began (a write or read failure
+                           * mid-way; the folder keeps its earlier data set), 0 if an option or
+                           * input was refused and nothing was written */
+} gptc_prepare_result;
+
+/* Prepares as described above; *res (res may be NULL) gets the counts (0 on failure, when
+ * output_started says whether writing had begun). */
+gptc_status gptc_prepare_run(const gptc_prepare_options *o, gptc_prepare_result *res);
+/* The same, reporting only the token counts (either pointer may be NULL). */
 gptc_status gptc_prepare(const gptc_prepare_options *o, size_t *train_tokens, size_t *val_tokens);
 
 #ifdef __cplusplus

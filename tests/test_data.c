@@ -1,10 +1,9 @@
-/* test_data.c — token shards, --data resolution, the window loader, the byte tokenizer, prepare. */
+/* test_data.c — token shards, --data resolution, the window loader, the byte tokenizer (prepare: test_prepare.c). */
 #include "test.h"
 
 #include "data/data.h"
 #include "io/io.h"
 
-#include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +33,6 @@ static void write_bytes(const char *path, const void *data, size_t len) {
     if (!f) { perror(path); abort(); }
     if (len && fwrite(data, 1, len, f) != len) { perror(path); abort(); }
     fclose(f);
-}
-
-static bool file_exists(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0;
 }
 
 /* Writes a shard of n tokens (first + i) mod 65536. */
@@ -577,177 +571,13 @@ TEST(data_tokenizer_byte) {
     gptc_tokenizer_free(t);
     gptc_tokenizer_free(NULL);
 
-    CHECK_EQ_INT(gptc_tokenizer_open("gpt2", &t), GPTC_ERR_ARG);
-    CHECK(t == NULL);
-    CHECK(strstr(gptc_last_error(), "--tokenizer byte") != NULL);
+    CHECK_OK(gptc_tokenizer_open("bytes", &t)); /* the alias the prepare flag documents */
+    CHECK(t && t->vocab == 257);
+    gptc_tokenizer_free(t);
+    CHECK_OK(gptc_tokenizer_open("gpt2", &t));
+    CHECK(t && t->vocab == 50257 && t->eot == 50256 && t->files_crc != 0);
+    gptc_tokenizer_free(t);
     CHECK_EQ_INT(gptc_tokenizer_open("nope", &t), GPTC_ERR_ARG);
-    CHECK(strstr(gptc_last_error(), "nope") && strstr(gptc_last_error(), "byte"));
-}
-
-/* ---------------------------------------------------------------- prepare */
-
-/* Concatenates the tokens of the shards a spec resolves to; returns the count, or -1. */
-static long read_split(const char *spec, bool want_val, uint16_t *out, size_t cap, int *nfiles) {
-    char **paths = NULL;
-    int np = 0;
-    if (gptc_data_resolve(spec, want_val, &paths, &np) != GPTC_OK) return -1;
-    *nfiles = np;
-    size_t n = 0;
-    for (int i = 0; i < np; i++) {
-        gptc_shard s;
-        if (gptc_shard_open(&s, paths[i]) != GPTC_OK || n + s.ntok > cap) {
-            gptc_paths_free(paths, np);
-            return -1;
-        }
-        memcpy(out + n, s.tokens, s.ntok * 2);
-        n += s.ntok;
-        gptc_shard_close(&s);
-    }
-    gptc_paths_free(paths, np);
-    return (long)n;
-}
-
-TEST(data_prepare) {
-    char dir[512], f1[600], f2[600], out[600];
-    data_dir("prepare", dir, sizeof dir);
-    const char *t1 = "hello world\n", *t2 = "abc<|endoftext|>\xff\x00z";
-    size_t l1 = strlen(t1), l2 = 19;
-    write_bytes(data_path(f1, sizeof f1, "%s/one.txt", dir), t1, l1);
-    write_bytes(data_path(f2, sizeof f2, "%s/two.txt", dir), t2, l2);
-    data_path(out, sizeof out, "%s/out/nested", dir);
-
-    /* expected stream: eot one eot two */
-    uint16_t want[64];
-    size_t n = 0;
-    want[n++] = 256;
-    for (size_t i = 0; i < l1; i++) want[n++] = (unsigned char)t1[i];
-    want[n++] = 256;
-    for (size_t i = 0; i < l2; i++) want[n++] = (unsigned char)t2[i];
-    CHECK_EQ_INT(n, 33);
-
-    gptc_prepare_options o;
-    gptc_prepare_options_default(&o);
-    CHECK(strcmp(o.tokenizer, "byte") == 0);
-    CHECK_NEAR(o.val_fraction, 0.1, 1e-7);
-    CHECK_EQ_INT(o.shard_tokens, 100000000);
-    const char *inputs[2] = {f1, f2};
-    o.inputs = inputs;
-    o.ninputs = 2;
-    o.out = out;
-    o.val_fraction = 0.25f;
-    o.shard_tokens = 7;
-    size_t ntrain = 0, nval = 0;
-    CHECK_OK(gptc_prepare(&o, &ntrain, &nval));
-    CHECK_EQ_INT(nval, 8); /* floor(33 * 0.25) */
-    CHECK_EQ_INT(ntrain, 25);
-
-    uint16_t got[128];
-    int nfiles = 0;
-    long nt = read_split(out, false, got, 128, &nfiles);
-    CHECK_EQ_INT(nt, 25);
-    CHECK_EQ_INT(nfiles, 4); /* 7 + 7 + 7 + 4 */
-    int nvf = 0;
-    long nv = read_split(out, true, got + (nt > 0 ? nt : 0), 128 - 64, &nvf);
-    CHECK_EQ_INT(nv, 8);
-    CHECK_EQ_INT(nvf, 2); /* 7 + 1 */
-    CHECK(nt + nv == (long)n && memcmp(got, want, n * 2) == 0);
-
-    gptc_data_meta m;
-    bool found = false;
-    CHECK_OK(gptc_data_meta_read(out, &m, &found));
-    CHECK(found && strcmp(m.tokenizer, "byte") == 0 && m.vocab == 257 && m.eot == 256);
-    char mpath[700], *text = NULL;
-    size_t len = 0;
-    CHECK_OK(gptc_file_read_all(data_path(mpath, sizeof mpath, "%s/meta.json", out), &text, &len));
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
-    CHECK(root != NULL);
-    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(root, "train_tokens")) == 25);
-    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(root, "val_tokens")) == 8);
-    cJSON_Delete(root);
-    gptc_free(text);
-
-    /* the loader reads the prepared folder with the tokenizer's vocabulary */
-    char **paths = NULL;
-    int np = 0;
-    CHECK_OK(gptc_data_resolve(out, false, &paths, &np));
-    gptc_loader l;
-    CHECK_OK(gptc_loader_open(&l, paths, np, 2, 4, m.vocab, true, 1, 0, 1));
-    int in[8], tg[8];
-    for (int i = 0; i < 5; i++) CHECK_OK(gptc_loader_next(&l, in, tg));
-    gptc_loader_close(&l);
-    gptc_paths_free(paths, np);
-
-    /* a second run into the same folder replaces the data set: no stale shards stay */
-    o.shard_tokens = 1000;
-    o.val_fraction = 0;
-    CHECK_OK(gptc_prepare(&o, &ntrain, &nval));
-    CHECK_EQ_INT(ntrain, 33);
-    CHECK_EQ_INT(nval, 0);
-    nt = read_split(out, false, got, 128, &nfiles);
-    CHECK_EQ_INT(nt, 33);
-    CHECK_EQ_INT(nfiles, 1);
-    CHECK(memcmp(got, want, n * 2) == 0);
-    CHECK(read_split(out, true, got, 128, &nvf) == -1); /* no val shard */
-
-    /* a tiny val fraction still yields one val token */
-    o.val_fraction = 0.001f;
-    CHECK_OK(gptc_prepare(&o, &ntrain, &nval));
-    CHECK(ntrain == 32 && nval == 1);
-}
-
-static void expect_prepare_refusal(const gptc_prepare_options *o, gptc_status want, const char *word) {
-    size_t nt = 99, nv = 99;
-    gptc_status st = gptc_prepare(o, &nt, &nv);
-    CHECK_MSG(st == want, "status %s, expected %s (%s)", gptc_status_name(st), gptc_status_name(want),
-              gptc_last_error());
-    CHECK_MSG(strstr(gptc_last_error(), word) != NULL, "error lacks \"%s\": %s", word, gptc_last_error());
-    CHECK(nt == 0 && nv == 0);
-    if (o->out) CHECK_MSG(!file_exists(o->out), "%s was created", o->out);
-}
-
-TEST(data_prepare_refusals) {
-    char dir[512], good[600], empty[600], missing[600], out[600];
-    data_dir("prepare_bad", dir, sizeof dir);
-    write_bytes(data_path(good, sizeof good, "%s/good.txt", dir), "text", 4);
-    write_bytes(data_path(empty, sizeof empty, "%s/empty.txt", dir), "", 0);
-    data_path(missing, sizeof missing, "%s/missing.txt", dir);
-    data_path(out, sizeof out, "%s/out", dir);
-
-    gptc_prepare_options o;
-    gptc_prepare_options_default(&o);
-    const char *inputs[2] = {good, missing};
-    o.inputs = inputs;
-    o.ninputs = 2;
-    o.out = out;
-    expect_prepare_refusal(&o, GPTC_ERR_IO, missing);
-    inputs[1] = empty;
-    expect_prepare_refusal(&o, GPTC_ERR_ARG, "empty.txt: empty; nothing to tokenize");
-    inputs[1] = dir;
-    expect_prepare_refusal(&o, GPTC_ERR_IO, "not a regular file");
-    inputs[1] = good;
-    o.tokenizer = "nope";
-    expect_prepare_refusal(&o, GPTC_ERR_ARG, "--tokenizer nope: unknown");
-    o.tokenizer = "gpt2";
-    expect_prepare_refusal(&o, GPTC_ERR_ARG, "--tokenizer gpt2: not built yet");
-    o.tokenizer = "byte";
-    o.val_fraction = 1.0f;
-    expect_prepare_refusal(&o, GPTC_ERR_ARG, "--val-fraction");
-    o.val_fraction = NAN;
-    expect_prepare_refusal(&o, GPTC_ERR_ARG, "--val-fraction");
-    o.val_fraction = 0.1f;
-    o.shard_tokens = 0;
-    expect_prepare_refusal(&o, GPTC_ERR_ARG, "--shard-tokens");
-    o.shard_tokens = 100;
-    o.ninputs = 0;
-    expect_prepare_refusal(&o, GPTC_ERR_ARG, "no input files");
-    o.ninputs = 2;
-    o.out = NULL;
-    expect_prepare_refusal(&o, GPTC_ERR_ARG, "--out: missing");
-    o.out = good; /* a file, not a folder */
-    size_t nt, nv;
-    CHECK_EQ_INT(gptc_prepare(&o, &nt, &nv), GPTC_ERR_ARG);
-    CHECK(strstr(gptc_last_error(), "not a folder") != NULL);
-    o.out = out;
-    CHECK_OK(gptc_prepare(&o, &nt, &nv));
-    CHECK_EQ_INT(nt + nv, 10);
+    CHECK(t == NULL);
+    CHECK(strstr(gptc_last_error(), "nope") && strstr(gptc_last_error(), "byte") && strstr(gptc_last_error(), "gpt2"));
 }

@@ -100,16 +100,120 @@ struct gptc_tokenizer {
 gptc_status gptc_tokenizer_open(const char *name, gptc_tokenizer **out);
 void gptc_tokenizer_free(gptc_tokenizer *t);
 
-/* ---- the meta.json that `gptc prepare` writes beside its shards:
- * {"tokenizer": "byte", "vocab": 257, "eot": 256, "train_tokens": N, "val_tokens": N}.
- * Looks for it in the folder of spec (spec itself if a folder, else the folder of the file or glob).
- * Returns GPTC_OK with *found = false when there is none; a meta.json that cannot be parsed is
- * GPTC_ERR_FORMAT. */
+/* ---- the meta.json that `gptc prepare` writes beside its shards (its manifest):
+ * {"tokenizer": "gpt2", "vocab": 50257, "eot": 50256, "vocab_crc32c": "8 hex digits",
+ *  "train_tokens": N, "val_tokens": N, "documents": N, "input_bytes": N,
+ *  "shards": [{"file": "train_000000.bin", "split": "train", "tokens": N}, ...]}.
+ * Only tokenizer, vocab and eot are required (older folders have no more); vocab_crc32c, when
+ * present, must be 8 hex digits. Looks for it in the folder of spec (spec itself if a folder, else
+ * the folder of the file or glob). Returns GPTC_OK with *found = false when there is none; a
+ * meta.json that cannot be parsed is GPTC_ERR_FORMAT. */
 typedef struct gptc_data_meta {
     char tokenizer[32];
     int vocab;
     int eot;
+    bool has_vocab_crc; /* the manifest records vocab_crc32c (gptc prepare since streaming) */
+    uint32_t vocab_crc; /* CRC-32C of the tokenizer's vocabulary files (0 for byte) */
 } gptc_data_meta;
 gptc_status gptc_data_meta_read(const char *spec, gptc_data_meta *meta, bool *found);
+
+/* ---- prepare internals (src/data/prepare*.c; the entry points are gptc_prepare_run and
+ * gptc_prepare in gptc.h) */
+
+/* Whether byte offset p of a document's text (0 < p < len) is a safe cut: text[p] is a space and
+ * text[p-1] an ASCII byte that is not whitespace (\t \n \v \f \r space). GPT-2's pre-tokenizer
+ * always has a piece boundary there (every pattern alternative that can cover text[p-1] stops
+ * before a space, no whitespace alternative covers it, and nothing looks behind), so encoding the
+ * text in pieces cut at such points gives the same ids as encoding it whole. */
+bool gptc_prep_safe_cut(const unsigned char *text, size_t p);
+
+/* One unit of encoding work: bytes [off, off+len) of the reader's buffer, all from one document. */
+typedef struct gptc_prep_chunk {
+    size_t off, len;
+    uint64_t pos;   /* offset of its first byte in the concatenated inputs */
+    bool doc_start; /* the document's first chunk: its tokens follow an end-of-text */
+    bool val;       /* belongs to the val split */
+} gptc_prep_chunk;
+
+/* Streams the inputs as one concatenated byte sequence and cuts it into chunks: at each document
+ * end (file end, or a separator, which is dropped; empty documents are skipped), and inside a
+ * document at the first safe cut at or after chunk_bytes from the chunk start. A chunk that finds
+ * no safe cut for max_chunk bytes is cut there (at a UTF-8 character start) to keep memory bounded;
+ * that is the only place where the tokens may differ from encoding the document whole, so
+ * max_chunk must not depend on the thread count (chunk_bytes may). The val split starts at the
+ * first chunk start at or after byte val_at (a chunk is cut there exactly when possible). Cuts
+ * depend only on the bytes, never on read sizes or threads. The buffer holds the current batch
+ * (about budget bytes) plus at most one chunk of look-ahead. */
+typedef struct gptc_prep_reader {
+    const char *const *paths;
+    const uint64_t *sizes; /* [nfiles] sizes seen by the checks; a file that changes is an error */
+    int nfiles;
+    const char *sep; /* NULL: one document per file */
+    size_t seplen;
+    size_t chunk_bytes, max_chunk, block;
+    uint64_t val_at;
+    /* state */
+    int file;            /* current file (nfiles: done) */
+    int fd;              /* its descriptor, or -1 */
+    uint64_t file_start; /* offset of the current file in the concatenation */
+    uint64_t pos;        /* next chunk start */
+    bool doc_start;      /* pos starts a document */
+    bool val;            /* the val split has begun */
+    uint64_t documents;  /* documents begun so far */
+    uint64_t sep_hit;    /* the first separator at or after pos once found (UINT64_MAX: not yet) */
+    uint64_t sep_clear;  /* else: no separator starts in [pos, sep_clear) */
+    unsigned char *buf;  /* [cap]: bytes [base, base+len) of the concatenation */
+    size_t cap, len;
+    uint64_t base;
+} gptc_prep_reader;
+
+/* Sets up the reader (opens nothing yet). */
+void gptc_prep_reader_init(gptc_prep_reader *r, const char *const *paths, const uint64_t *sizes, int nfiles,
+                           const char *sep, size_t chunk_bytes, size_t max_chunk, uint64_t val_at);
+/* Fills chunks[0..*n) (*n <= max) with the next chunks, stopping once they hold budget bytes; *n
+ * is 0 at the end of the input. The chunks point into r->buf until the next call. Read failures
+ * (and a file that changed since the checks) are GPTC_ERR_IO naming the file. */
+gptc_status gptc_prep_reader_batch(gptc_prep_reader *r, gptc_prep_chunk *chunks, int max, size_t budget, int *n);
+void gptc_prep_reader_close(gptc_prep_reader *r);
+
+/* A shard finished by the writer: still under its temp name until gptc_prep_writer_commit. */
+typedef struct gptc_prep_shard {
+    int split;     /* 0 train, 1 val */
+    int index;     /* the NNNNNN of train_NNNNNN.bin */
+    uint32_t tokens;
+    char *tmp;     /* DIR/.train_NNNNNN.bin.tmp-PID */
+    char *final;   /* DIR/train_NNNNNN.bin */
+    bool renamed;
+} gptc_prep_shard;
+
+/* Appends tokens to shards of at most shard_tokens tokens in dir (created on the first token).
+ * Each shard is written to a hidden temp file with a placeholder header; when it is full (or the
+ * split ends) the header gets the count and the file is fsynced and closed. Only commit renames
+ * them, in order, to their final names; discard removes every temp file not yet renamed. */
+typedef struct gptc_prep_writer {
+    const char *dir;
+    uint32_t shard_tokens;
+    bool dir_made;
+    int fd;                 /* the open shard, or -1 */
+    int split;              /* split of the open shard */
+    uint32_t count;         /* tokens in the open shard (staged ones included) */
+    uint16_t *stage;        /* [GPTC_PREP_STAGE] tokens not yet written */
+    size_t nstage;
+    int next_index[2];      /* per split */
+    uint64_t tokens[2];     /* per split */
+    gptc_prep_shard *shards; /* [nshards] (the open one last) */
+    int nshards, cap;
+} gptc_prep_writer;
+#define GPTC_PREP_STAGE ((size_t)1 << 20)
+
+gptc_status gptc_prep_writer_init(gptc_prep_writer *w, const char *dir, uint32_t shard_tokens);
+/* Appends ids to split (0 train, 1 val; once val has begun, train is closed). An id outside
+ * 0..65535 is GPTC_ERR_FORMAT (shards hold uint16 ids); write failures are GPTC_ERR_IO. */
+gptc_status gptc_prep_writer_put(gptc_prep_writer *w, int split, const int *ids, size_t n);
+/* Finishes the open shard, renames every shard to its final name and fsyncs the folder. */
+gptc_status gptc_prep_writer_commit(gptc_prep_writer *w);
+/* Closes the open shard and removes the temp files not yet renamed (for failures). */
+void gptc_prep_writer_discard(gptc_prep_writer *w);
+void gptc_prep_writer_free(gptc_prep_writer *w);
 
 #endif

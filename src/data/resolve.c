@@ -129,6 +129,14 @@ void gptc_paths_free(char **paths, int n) {
 
 /* ---------------------------------------------------------------- meta.json */
 
+/* "vocab_crc32c": exactly 8 hex digits. */
+static bool meta_parse_crc(const cJSON *item, uint32_t *crc) {
+    const char *s = cJSON_GetStringValue(item);
+    if (!s || strlen(s) != 8 || strspn(s, "0123456789abcdefABCDEF") != 8) return false;
+    *crc = (uint32_t)strtoul(s, NULL, 16);
+    return true;
+}
+
 gptc_status gptc_data_meta_read(const char *spec, gptc_data_meta *meta, bool *found) {
     memset(meta, 0, sizeof *meta);
     *found = false;
@@ -163,6 +171,7 @@ gptc_status gptc_data_meta_read(const char *spec, gptc_data_meta *meta, bool *fo
     const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(root, "vocab");
     const cJSON *eot = cJSON_GetObjectItemCaseSensitive(root, "eot");
+    const cJSON *crc = cJSON_GetObjectItemCaseSensitive(root, "vocab_crc32c"); /* optional (newer folders) */
     if (!cJSON_IsString(tok) || !tok->valuestring[0] || strlen(tok->valuestring) >= sizeof meta->tokenizer) {
         st = gptc_fail(GPTC_ERR_FORMAT, "%s: \"tokenizer\" is missing or not a short string; re-run `gptc prepare`", path);
     } else if (!cJSON_IsNumber(vocab) || vocab->valuedouble < 1 || vocab->valuedouble > 1 << 24 ||
@@ -171,7 +180,10 @@ gptc_status gptc_data_meta_read(const char *spec, gptc_data_meta *meta, bool *fo
     } else if (!cJSON_IsNumber(eot) || eot->valuedouble < 0 || eot->valuedouble >= vocab->valuedouble ||
                eot->valuedouble != (double)eot->valueint) {
         st = gptc_fail(GPTC_ERR_FORMAT, "%s: \"eot\" is missing or not an id below \"vocab\"; re-run `gptc prepare`", path);
+    } else if (crc && !meta_parse_crc(crc, &meta->vocab_crc)) {
+        st = gptc_fail(GPTC_ERR_FORMAT, "%s: \"vocab_crc32c\" is not 8 hex digits; re-run `gptc prepare`", path);
     } else {
+        meta->has_vocab_crc = crc != NULL;
         snprintf(meta->tokenizer, sizeof meta->tokenizer, "%s", tok->valuestring);
         meta->vocab = vocab->valueint;
         meta->eot = eot->valueint;
