@@ -44,7 +44,7 @@ $(BUILD)/gptc_tests: $(TEST_OBJ) $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a
 $(BUILD)/bench_tokenizer: $(BUILD)/bench/bench_tokenizer.o $(BUILD)/libgptc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/data/shakespeare/meta.json: data/tinyshakespeare.txt | $(BUILD)/gptc
+$(BUILD)/data/shakespeare/meta.json: data/tinyshakespeare.txt $(BUILD)/gptc
 	$(BUILD)/gptc prepare --tokenizer byte data/tinyshakespeare.txt --out $(BUILD)/data/shakespeare
 
 train: setup
