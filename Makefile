@@ -23,9 +23,15 @@ all: $(BUILD)/gptc
 setup:
 	@sh tools/setup.sh
 
+# ISA flags apply only to that ISA's files, so one binary runs on any x86-64.
+AVX2_FLAGS   := -mavx2 -mfma
+AVX512_FLAGS := -mavx2 -mfma -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
+$(BUILD)/src/kernels/x86_avx2/%.o: ISA_FLAGS := $(AVX2_FLAGS)
+$(BUILD)/src/kernels/x86_avx512/%.o: ISA_FLAGS := $(AVX512_FLAGS)
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(ISA_FLAGS) -c $< -o $@
 
 $(BUILD)/libgptc.a: $(LIB_OBJ)
 	@rm -f $@

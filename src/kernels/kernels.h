@@ -71,10 +71,33 @@ typedef struct gptc_kernels {
                   float eps, float wd, float grad_scale, int t);
 } gptc_kernels;
 
-/* The table in use: chosen once from CPUID and GPTC_KERNELS (an unknown or unavailable value is
- * reported with gptc_warn and the best available variant is used). */
+/* The table in use: built once from the reference table, then overlaid with the AVX2+FMA entries
+ * when the CPU and OS support them, then with the AVX-512 entries. GPTC_KERNELS=ref|avx2|avx512
+ * caps the level (asking for one the CPU lacks is reported with gptc_warn and the best available
+ * level is used). */
 const gptc_kernels *gptc_kernels_get(void);
 /* The reference table, always available. */
 const gptc_kernels *gptc_kernels_ref(void);
+/* A table for one level ("ref", "avx2", "avx512"): the reference overlaid up to that level, or
+ * NULL when this CPU cannot run it. For tests and benchmarks that compare variants. */
+const gptc_kernels *gptc_kernels_level(const char *level);
+
+/* The operators, by name, for listing (gptc info) and for tests that walk every entry. */
+typedef struct gptc_kernel_op {
+    const char *name;
+    size_t offset; /* of its function pointer in gptc_kernels */
+} gptc_kernel_op;
+extern const gptc_kernel_op gptc_kernel_ops[];
+extern const int gptc_kernel_nops;
+/* The variant ("ref", "avx2", "avx512") that provides operator i in table k. */
+const char *gptc_kernels_op_variant(const gptc_kernels *k, int i);
+
+/* Per-ISA overlays: each sets the entries its folder implements and leaves the others. */
+void gptc_kernels_overlay_avx2(gptc_kernels *k);
+void gptc_kernels_overlay_avx512(gptc_kernels *k);
+
+/* Peak fp32 FMA throughput of this machine in GFLOP/s with `threads` threads (0: all), measured by
+ * a register-only FMA loop in the widest ISA available (about 0.2 s). */
+double gptc_peak_gflops(int threads);
 
 #endif

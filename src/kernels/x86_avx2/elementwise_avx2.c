@@ -1,0 +1,4 @@
+/* elementwise_avx2.c — avx2 elementwise kernels (none yet: the reference entries stay). */
+#include "kernels/x86_avx2/avx2.h"
+
+void gptc_avx2_overlay_elementwise(gptc_kernels *k) { (void)k; }

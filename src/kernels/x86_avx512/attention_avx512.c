@@ -1,0 +1,4 @@
+/* attention_avx512.c — avx512 attention kernels (none yet: the reference entries stay). */
+#include "kernels/x86_avx512/avx512.h"
+
+void gptc_avx512_overlay_attention(gptc_kernels *k) { (void)k; }
