@@ -22,12 +22,10 @@ int gptc_cmd_info(int argc, char **argv) {
            c->sse42, c->avx, c->avx2, c->fma, c->avx512f, c->avx512bw, c->avx512vl, c->avx512bf16, c->os_avx,
            c->os_avx512);
     const gptc_kernels *k = gptc_kernels_get();
-    const char *ops[] = {"encoder_fwd", "encoder_bwd", "layernorm_fwd", "layernorm_bwd", "gemm", "bias_fwd",
-                         "bias_bwd", "attention_fwd", "attention_bwd", "attention_decode", "gelu_fwd", "gelu_bwd",
-                         "residual_fwd", "residual_bwd", "crossentropy_fwd", "crossentropy_bwd", "adamw"};
-    printf("kernels:");
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) printf(" %s=%s", ops[i], k->variant);
-    printf("\npeak: not measured yet (the FMA probe comes with the SIMD kernels)\n");
+    printf("kernels (%s):", k->variant);
+    for (int i = 0; i < gptc_kernel_nops; i++) printf(" %s=%s", gptc_kernel_ops[i].name, gptc_kernels_op_variant(k, i));
+    double p1 = gptc_peak_gflops(1), pn = gptc_peak_gflops(0);
+    printf("\npeak (measured, fp32 FMA): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", p1, pn, gptc_threads());
     printf("presets:\n");
     const char *names[] = {"tiny", "small-cpu", "medium-cpu", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -8,4 +8,7 @@ void gptc_avx2_overlay_gemm(gptc_kernels *k);        /* gemm_avx2.c */
 void gptc_avx2_overlay_elementwise(gptc_kernels *k); /* elementwise_avx2.c */
 void gptc_avx2_overlay_attention(gptc_kernels *k);   /* attention_avx2.c */
 
+/* peak_avx2.c: runs iters x 12 FMAs of 8 lanes (iters*12*8*2 flops) in registers. */
+float gptc_avx2_fma_probe(long iters);
+
 #endif

@@ -8,4 +8,7 @@ void gptc_avx512_overlay_gemm(gptc_kernels *k);        /* gemm_avx512.c */
 void gptc_avx512_overlay_elementwise(gptc_kernels *k); /* elementwise_avx512.c */
 void gptc_avx512_overlay_attention(gptc_kernels *k);   /* attention_avx512.c */
 
+/* peak_avx512.c: runs iters x 12 FMAs of 16 lanes (iters*12*16*2 flops) in registers. */
+float gptc_avx512_fma_probe(long iters);
+
 #endif
