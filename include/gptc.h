@@ -50,6 +50,10 @@ gptc_status gptc_model_config_check(const gptc_model_config *cfg);
 int gptc_padded_vocab(int vocab);
 /* Number of trainable parameters (counting the real vocabulary, not the padding). */
 size_t gptc_model_num_params(const gptc_model_config *cfg);
+/* Model FLOPs of one training token (forward + backward) at sequence length T, PaLM's convention:
+ * 6 x (parameters that take part in matrix products: all but wpe; the tied wte counts once, for the
+ * classifier) + 12 x layers x channels x T for attention. MFU = tokens/s x this / peak. */
+double gptc_model_flops_per_token(const gptc_model_config *cfg, int T);
 
 /* ---------------------------------------------------------------- training */
 

@@ -49,3 +49,8 @@ size_t gptc_model_num_params(const gptc_model_config *c) {
     size_t per_layer = 2 * C + C * 3 * C + 3 * C + C * C + C + 2 * C + C * 4 * C + 4 * C + 4 * C * C + C;
     return (size_t)c->vocab * C + (size_t)c->context * C + c->layers * per_layer + 2 * C;
 }
+
+double gptc_model_flops_per_token(const gptc_model_config *c, int T) {
+    double n = (double)gptc_model_num_params(c) - (double)c->context * c->channels;
+    return 6.0 * n + 12.0 * c->layers * c->channels * (double)T;
+}
