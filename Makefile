@@ -50,6 +50,12 @@ $(BUILD)/gptc_tests: $(TEST_OBJ) $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a
 $(BUILD)/bench_tokenizer: $(BUILD)/bench/bench_tokenizer.o $(BUILD)/libgptc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/bench_attention: $(BUILD)/bench/bench_attention.o $(BUILD)/libgptc.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench_gemm: $(BUILD)/bench/bench_gemm.o $(BUILD)/libgptc.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lopenblas
+
 $(BUILD)/data/shakespeare/meta.json: data/tinyshakespeare.txt $(BUILD)/gptc
 	$(BUILD)/gptc prepare --tokenizer byte data/tinyshakespeare.txt --out $(BUILD)/data/shakespeare
 

@@ -79,6 +79,7 @@ typedef struct gptc_train_options {
     int eval_every;        /* steps between val-loss evaluations (0: only at the end) */
     int eval_batches;      /* micro-batches per evaluation */
     int threads;           /* OpenMP threads (0: all cores) */
+    int naive_attention;   /* 1: the reference attention that stores (B,NH,T,T) scores; 0: flash */
     int sample_every;      /* steps between samples in the log (0: none); needs the data's tokenizer */
     int sample_tokens;     /* tokens per sample */
 } gptc_train_options;

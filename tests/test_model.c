@@ -173,3 +173,29 @@ TEST(model_config_checks) {
     CHECK_EQ_INT(gptc_padded_vocab(257), 320);
     CHECK_EQ_INT(gptc_padded_vocab(64), 64);
 }
+
+TEST(model_flash_attention_matches_naive) {
+    gptc_model naive, flash;
+    CHECK_OK(gptc_model_init(&naive, &k_small));
+    CHECK_OK(gptc_model_init(&flash, &k_small));
+    gptc_model_init_weights(&naive, 12);
+    gptc_model_init_weights(&flash, 12);
+    naive.naive_attention = true;
+    int B = 2, T = 21, in[42], tg[42];
+    random_tokens(in, B * T, k_small.vocab, 7);
+    random_tokens(tg, B * T, k_small.vocab, 8);
+    CHECK_OK(gptc_model_alloc_train(&naive, B, T));
+    CHECK_OK(gptc_model_alloc_train(&flash, B, T));
+    float ln = gptc_model_forward(&naive, in, tg, B, T), lf = gptc_model_forward(&flash, in, tg, B, T);
+    CHECK_NEAR(lf, ln, 1e-5 * ln);
+    gptc_model_zero_grad(&naive);
+    gptc_model_zero_grad(&flash);
+    gptc_model_backward(&naive, 1.0f);
+    gptc_model_backward(&flash, 1.0f);
+    double e = test_rel_err_f(flash.grads, naive.grads, naive.num_floats);
+    CHECK_MSG(e < 1e-4, "flash vs naive gradients: rel err %g", e);
+    /* the flash model keeps no T x T buffer */
+    CHECK(flash.act_floats < naive.act_floats);
+    gptc_model_free(&naive);
+    gptc_model_free(&flash);
+}

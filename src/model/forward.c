@@ -1,5 +1,6 @@
 /* forward.c — the GPT-2 forward and backward passes over the kernel table. */
 #include "model/gpt2.h"
+#include "kernels/attention.h"
 
 #include <string.h>
 
@@ -35,7 +36,13 @@ float gptc_model_forward(gptc_model *m, const int *inputs, const int *targets, i
         float *res = l == 0 ? a->encoded : a->residual3[l - 1];
         k->layernorm_fwd(a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], res, w->ln1w, w->ln1b, BT, C);
         linear_fwd(k, a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, BT, C, 3 * C);
-        k->attention_fwd(a->atty[l], a->preatt[l], a->att[l], a->qkv[l], B, T, C, NH);
+        if (m->naive_attention) {
+            k->attention_fwd(a->atty[l], a->preatt[l], a->att[l], a->qkv[l], B, T, C, NH);
+        } else {
+            gptc_qkv_to_heads(a->q[l], a->k[l], a->v[l], a->qkv[l], B, T, C, NH);
+            gptc_flash_fwd()(a->o[l], a->lse[l], a->q[l], a->k[l], a->v[l], B, NH, T, C / NH, 0.0f, 0);
+            gptc_heads_to_rows(a->atty[l], a->o[l], B, T, C, NH);
+        }
         linear_fwd(k, a->attproj[l], a->atty[l], w->attprojw, w->attprojb, BT, C, C);
         k->residual_fwd(a->residual2[l], res, a->attproj[l], (size_t)BT * C);
         k->layernorm_fwd(a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], a->residual2[l], w->ln2w, w->ln2b, BT, C);
@@ -96,7 +103,14 @@ void gptc_model_backward(gptc_model *m, float dloss_scale) {
         /* residual2 = res + attproj */
         k->residual_bwd(d->dres_in, d->dattproj, d->dres2, (size_t)BT * C);
         linear_bwd(k, d->datty, lg->attprojw, lg->attprojb, d->dattproj, a->atty[l], lw->attprojw, BT, C, C);
-        k->attention_bwd(d->dqkv, d->dpreatt, d->datt, d->datty, a->qkv[l], a->att[l], B, T, C, NH);
+        if (m->naive_attention) {
+            k->attention_bwd(d->dqkv, d->dpreatt, d->datt, d->datty, a->qkv[l], a->att[l], B, T, C, NH);
+        } else {
+            gptc_rows_to_heads(d->dout_heads, d->datty, B, T, C, NH);
+            gptc_flash_bwd()(d->dq, d->dk, d->dv, d->dout_heads, a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, NH,
+                             T, C / NH, 0.0f, 0);
+            gptc_heads_to_qkv_grad(d->dqkv, d->dq, d->dk, d->dv, B, T, C, NH);
+        }
         linear_bwd(k, d->dln1, lg->qkvw, lg->qkvb, d->dqkv, a->ln1[l], lw->qkvw, BT, C, 3 * C);
         k->layernorm_bwd(d->dres_in, lg->ln1w, lg->ln1b, d->dln1, res, lw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], BT,
                          C);

@@ -51,7 +51,9 @@ typedef struct gptc_acts {
     float **ln1, **ln1_mean, **ln1_rstd; /* (B,T,C), (B,T), (B,T) */
     float **qkv;                    /* (B,T,3C) */
     float **atty;                   /* (B,T,C) */
-    float **preatt, **att;          /* (B,NH,T,T) */
+    float **preatt, **att;          /* (B,NH,T,T), naive attention only */
+    float **q, **k, **v, **o;       /* (B,NH,T,HS) head-major, flash attention only */
+    float **lse;                    /* (B,NH,T) row log-sum-exp, flash attention only */
     float **attproj;                /* (B,T,C) */
     float **residual2;              /* (B,T,C) */
     float **ln2, **ln2_mean, **ln2_rstd;
@@ -67,6 +69,7 @@ typedef struct gptc_acts {
 typedef struct gptc_dacts {
     float *dres_out, *dres_in;      /* (B,T,C) gradient at a layer's output / input (ping-pong) */
     float *dln1, *dqkv, *datty, *dpreatt, *datt, *dattproj, *dres2, *dln2, *dfch, *dfch_gelu, *dfcproj;
+    float *dq, *dk, *dv, *dout_heads; /* (B,NH,T,HS), flash attention only */
     float *dlnf;                    /* (B,T,C) */
     float *dlogits;                 /* (B,T,Vp) */
     size_t layer_floats;            /* size of the per-layer block zeroed before each layer */
@@ -84,6 +87,7 @@ typedef struct gptc_model {
     gptc_tensor_desc *tensors;  /* [ntensors] */
     int ntensors;
     /* training activations for (B,T) */
+    bool naive_attention;       /* materialise (B,NH,T,T) scores (the reference) instead of flash */
     int B, T;
     float *act_arena, *dact_arena;
     size_t act_floats, dact_floats;
@@ -100,11 +104,12 @@ void gptc_model_free(gptc_model *m);
 /* GPT-2 initialisation: weights N(0, 0.02), residual projections (attn.c_proj, mlp.c_proj)
  * N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1; deterministic in seed. */
 void gptc_model_init_weights(gptc_model *m, uint64_t seed);
-/* Allocates gradients and the activations for micro-batches of (B,T). */
+/* Allocates gradients and the activations for micro-batches of (B,T), for the attention chosen by
+ * m->naive_attention (set it before: false = fused flash attention, O(T) memory per row). */
 gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T);
 /* Bytes the training arenas would take (parameters, gradients, activations), for refusing a run
  * that cannot fit before allocating. */
-size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T);
+size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T, bool naive_attention);
 
 /* Forward over inputs (B,T); with targets (B,T) returns the mean loss, else returns 0 and leaves
  * the logits in m->a.logits (B,T,Vp). B,T must not exceed the allocated ones. */

@@ -125,11 +125,11 @@ static void take(gptc_plan *p, float *base, float **dst, size_t n) {
 
 /* Plans the activation and activation-gradient arenas (sizes in *acts_out, *dacts_out); with m
  * non-NULL also points m's views into abase and dbase. */
-static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T, float *abase, float *dbase,
-                      size_t *acts_out, size_t *dacts_out) {
+static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T, bool naive, float *abase,
+                      float *dbase, size_t *acts_out, size_t *dacts_out) {
     int L = cfg->layers;
     size_t C = cfg->channels, NH = cfg->heads, BT = (size_t)B * T, Vp = gptc_padded_vocab(cfg->vocab);
-    size_t TT = (size_t)B * NH * T * T;
+    size_t TT = naive ? (size_t)B * NH * T * T : 0, BTC = naive ? 0 : BT * C, BHT = naive ? 0 : (size_t)B * NH * T;
     float *sink;
     gptc_acts *a = m ? &m->a : NULL;
     gptc_dacts *d = m ? &m->d : NULL;
@@ -144,6 +144,11 @@ static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T,
         take(&p, abase, A(atty[l]), BT * C);
         take(&p, abase, A(preatt[l]), TT);
         take(&p, abase, A(att[l]), TT);
+        take(&p, abase, A(q[l]), BTC);
+        take(&p, abase, A(k[l]), BTC);
+        take(&p, abase, A(v[l]), BTC);
+        take(&p, abase, A(o[l]), BTC);
+        take(&p, abase, A(lse[l]), BHT);
         take(&p, abase, A(attproj[l]), BT * C);
         take(&p, abase, A(residual2[l]), BT * C);
         take(&p, abase, A(ln2[l]), BT * C);
@@ -173,6 +178,10 @@ static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T,
     take(&q, dbase, D(datty), BT * C);
     take(&q, dbase, D(dpreatt), TT);
     take(&q, dbase, D(datt), TT);
+    take(&q, dbase, D(dq), BTC);
+    take(&q, dbase, D(dk), BTC);
+    take(&q, dbase, D(dv), BTC);
+    take(&q, dbase, D(dout_heads), BTC);
     take(&q, dbase, D(dattproj), BT * C);
     take(&q, dbase, D(dres2), BT * C);
     take(&q, dbase, D(dln2), BT * C);
@@ -187,9 +196,9 @@ static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T,
     *dacts_out = q.used;
 }
 
-size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T) {
+size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T, bool naive) {
     size_t acts, dacts;
-    plan_acts(NULL, cfg, B, T, NULL, NULL, &acts, &dacts);
+    plan_acts(NULL, cfg, B, T, naive, NULL, NULL, &acts, &dacts);
     size_t params = gptc_model_num_params(cfg) + (size_t)(gptc_padded_vocab(cfg->vocab) - cfg->vocab) * cfg->channels;
     return (2 * params + acts + dacts) * sizeof(float);
 }
@@ -200,20 +209,23 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
         return gptc_fail(GPTC_ERR_ARG, "--seq %d: longer than the model's context %d", T, m->cfg.context);
     int L = m->cfg.layers;
     /* the [L] pointer arrays of gptc_acts, in one block: 16 per-layer fields */
-    float **ptrs = gptc_alloc(sizeof(float *) * 16 * L, "activation views");
+    enum { NFIELDS = 21 };
+    float **ptrs = gptc_alloc(sizeof(float *) * NFIELDS * L, "activation views");
     if (!ptrs) return GPTC_ERR_NOMEM;
-    float ***fields[16] = {&m->a.ln1, &m->a.ln1_mean, &m->a.ln1_rstd, &m->a.qkv, &m->a.atty, &m->a.preatt,
-                           &m->a.att, &m->a.attproj, &m->a.residual2, &m->a.ln2, &m->a.ln2_mean, &m->a.ln2_rstd,
-                           &m->a.fch, &m->a.fch_gelu, &m->a.fcproj, &m->a.residual3};
-    for (int i = 0; i < 16; i++) *fields[i] = ptrs + (size_t)i * L;
-    plan_acts(NULL, &m->cfg, B, T, NULL, NULL, &m->act_floats, &m->dact_floats);
+    float ***fields[NFIELDS] = {&m->a.ln1, &m->a.ln1_mean, &m->a.ln1_rstd, &m->a.qkv, &m->a.atty, &m->a.preatt,
+                                &m->a.att, &m->a.attproj, &m->a.residual2, &m->a.ln2, &m->a.ln2_mean,
+                                &m->a.ln2_rstd, &m->a.fch, &m->a.fch_gelu, &m->a.fcproj, &m->a.residual3,
+                                &m->a.q, &m->a.k, &m->a.v, &m->a.o, &m->a.lse};
+    for (int i = 0; i < NFIELDS; i++) *fields[i] = ptrs + (size_t)i * L;
+    bool naive = m->naive_attention;
+    plan_acts(NULL, &m->cfg, B, T, naive, NULL, NULL, &m->act_floats, &m->dact_floats);
     m->grads = gptc_alloc(m->num_floats * sizeof(float), "gradients");
     m->act_arena = m->grads ? gptc_alloc(m->act_floats * sizeof(float), "activations") : NULL;
     m->dact_arena = m->act_arena ? gptc_alloc(m->dact_floats * sizeof(float), "activation gradients") : NULL;
     m->inputs = m->dact_arena ? gptc_alloc(sizeof(int) * B * T, "inputs") : NULL;
     m->targets = m->inputs ? gptc_alloc(sizeof(int) * B * T, "targets") : NULL;
     if (!m->targets) return GPTC_ERR_NOMEM; /* gptc_model_free releases what was allocated */
-    plan_acts(m, &m->cfg, B, T, m->act_arena, m->dact_arena, &m->act_floats, &m->dact_floats);
+    plan_acts(m, &m->cfg, B, T, naive, m->act_arena, m->dact_arena, &m->act_floats, &m->dact_floats);
     point_views(m, m->grads, &m->g);
     m->B = B;
     m->T = T;

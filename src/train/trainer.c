@@ -250,7 +250,8 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
                              resume, saved.layers, saved.heads, saved.channels, saved.context, saved.vocab,
                              o.model.layers, o.model.heads, o.model.channels, o.model.context, o.model.vocab);
     }
-    size_t need = gptc_model_train_bytes(&o.model, o.batch, o.seq) + 2 * gptc_model_num_params(&o.model) * sizeof(float);
+    size_t need = gptc_model_train_bytes(&o.model, o.batch, o.seq, o.naive_attention) +
+                  2 * gptc_model_num_params(&o.model) * sizeof(float);
     struct sysinfo si;
     if (sysinfo(&si) == 0 && need > (size_t)si.totalram * si.mem_unit)
         return gptc_fail(GPTC_ERR_ARG,
@@ -273,7 +274,9 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     }
 
     /* 3. model and optimizer */
-    if ((st = gptc_model_init(&t.model, &o.model)) || (st = gptc_model_alloc_train(&t.model, o.batch, o.seq))) goto fail;
+    if ((st = gptc_model_init(&t.model, &o.model))) goto fail;
+    t.model.naive_attention = o.naive_attention;
+    if ((st = gptc_model_alloc_train(&t.model, o.batch, o.seq))) goto fail;
     t.mom = gptc_alloc(t.model.num_floats * sizeof(float), "AdamW first moments");
     t.vel = t.mom ? gptc_alloc(t.model.num_floats * sizeof(float), "AdamW second moments") : NULL;
     t.inputs = t.vel ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;

@@ -1,4 +1,204 @@
-/* attention_avx512.c — avx512 attention kernels (none yet: the reference entries stay). */
+/* attention_avx512.c — AVX-512 fused causal flash attention: 16 keys per zmm. Key (and value) tiles
+ * are packed transposed, (HS,16), so a query row's 16 scores are HS broadcast-FMAs with no
+ * horizontal sums; O and dq rows are updated over HS in 16-float chunks with a masked tail (any
+ * HS). Same tiling, mask and contract as the reference in kernels/ref/flash_ref.c. */
 #include "kernels/x86_avx512/avx512.h"
+#include "kernels/attention.h"
+#include "core/core.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 void gptc_avx512_overlay_attention(gptc_kernels *k) { (void)k; }
+
+enum { BR = 64, BC = 16 }; /* query rows per forward task, keys per tile (one zmm) */
+
+/* exp(x), Cephes expf's range reduction and polynomial (about 1 ulp); 2^n applied by scalef so
+ * that large negative inputs underflow cleanly to 0. */
+static inline __m512 exp16(__m512 x) {
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-103.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* The 16 lanes of chunk c0 of a length-HS row: all, or the tail. */
+static inline __mmask16 chunk_mask(int c0, int HS) {
+    int n = HS - c0;
+    return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+}
+
+static float dot16(const float *a, const float *b, int HS) {
+    __m512 s = _mm512_setzero_ps();
+    for (int c0 = 0; c0 < HS; c0 += 16) {
+        __mmask16 m = chunk_mask(c0, HS);
+        s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + c0), _mm512_maskz_loadu_ps(m, b + c0), s);
+    }
+    return _mm512_reduce_add_ps(s);
+}
+
+/* scores of row x against the packed tile xt (HS,16): sum_d x[d] * xt[d] */
+static inline __m512 row_times_tile(const float *x, const float *xt, int HS) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    int d = 0;
+    for (; d + 4 <= HS; d += 4) {
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[d]), _mm512_load_ps(xt + (size_t)d * BC), a0);
+        a1 = _mm512_fmadd_ps(_mm512_set1_ps(x[d + 1]), _mm512_load_ps(xt + (size_t)(d + 1) * BC), a1);
+        a2 = _mm512_fmadd_ps(_mm512_set1_ps(x[d + 2]), _mm512_load_ps(xt + (size_t)(d + 2) * BC), a2);
+        a3 = _mm512_fmadd_ps(_mm512_set1_ps(x[d + 3]), _mm512_load_ps(xt + (size_t)(d + 3) * BC), a3);
+    }
+    for (; d < HS; d++) a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[d]), _mm512_load_ps(xt + (size_t)d * BC), a0);
+    return _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+}
+
+/* xt (HS,16) = rows j0..j0+nk-1 of x (T,HS), transposed; lanes nk..15 zero */
+static void pack_tile(float *xt, const float *x, int j0, int nk, int HS) {
+    for (int d = 0; d < HS; d++) {
+        float *dst = xt + (size_t)d * BC;
+        for (int jj = 0; jj < BC; jj++) dst[jj] = jj < nk ? x[(size_t)(j0 + jj) * HS + d] : 0.0f;
+    }
+}
+
+static inline __mmask16 keep16(uint64_t seed, uint64_t row, int j0, uint32_t thr) {
+    unsigned bits = 0;
+    for (int g = 0; g < 4; g++) bits |= gptc_flash_keep4(seed, row, (uint32_t)(j0 / 4 + g), thr) << (4 * g);
+    return (__mmask16)bits;
+}
+
+/* y (HS) = y * c + sum_{jj < n} w[jj] * x[jj*HS ..] */
+static inline void rows_axpy(float *y, float c, const float *w, const float *x, int n, int HS) {
+    __m512 vc = _mm512_set1_ps(c);
+    for (int c0 = 0; c0 < HS; c0 += 16) {
+        __mmask16 m = chunk_mask(c0, HS);
+        __m512 a = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + c0), vc);
+        for (int jj = 0; jj < n; jj++)
+            a = _mm512_fmadd_ps(_mm512_set1_ps(w[jj]), _mm512_maskz_loadu_ps(m, x + (size_t)jj * HS + c0), a);
+        _mm512_mask_storeu_ps(y + c0, m, a);
+    }
+}
+
+void gptc_flash_fwd_avx512(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
+                           int T, int HS, float dropout, uint64_t seed) {
+    GPTC_ASSERT(dropout >= 0.0f && dropout < 1.0f);
+    const float scale = 1.0f / sqrtf((float)HS), inv_keep = 1.0f / (1.0f - dropout);
+    const uint32_t thr = gptc_flash_threshold(dropout);
+    const int ntiles = (T + BR - 1) / BR;
+    const long ntasks = (long)B * NH * ntiles;
+#pragma omp parallel
+    {
+        float *kt = aligned_alloc(64, (size_t)HS * BC * sizeof(float));
+        float *acc = malloc((size_t)BR * HS * sizeof *acc);
+        float m[BR], l[BR], pw[BC];
+        GPTC_ASSERT(kt && acc);
+#pragma omp for schedule(dynamic, 1)
+        for (long task = 0; task < ntasks; task++) {
+            size_t bh = (size_t)(task / ntiles);
+            int i0 = (int)(task % ntiles) * BR, i1 = i0 + BR < T ? i0 + BR : T;
+            const float *qh = q + bh * T * HS, *kh = k + bh * T * HS, *vh = v + bh * T * HS;
+            for (int r = 0; r < i1 - i0; r++) m[r] = -INFINITY, l[r] = 0;
+            memset(acc, 0, (size_t)BR * HS * sizeof *acc);
+            for (int j0 = 0; j0 < i1; j0 += BC) {
+                int nk = i1 - j0 < BC ? i1 - j0 : BC;
+                pack_tile(kt, kh, j0, nk, HS);
+                for (int i = i0 > j0 ? i0 : j0; i < i1; i++) {
+                    int nv = i + 1 - j0 < nk ? i + 1 - j0 : nk, r = i - i0;
+                    __mmask16 valid = (__mmask16)((1u << nv) - 1u);
+                    __m512 s = _mm512_mul_ps(row_times_tile(qh + (size_t)i * HS, kt, HS), _mm512_set1_ps(scale));
+                    float mb = _mm512_mask_reduce_max_ps(valid, s);
+                    float mnew = m[r] > mb ? m[r] : mb, corr = expf(m[r] - mnew);
+                    __m512 p = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(s, _mm512_set1_ps(mnew))));
+                    l[r] = l[r] * corr + _mm512_reduce_add_ps(p);
+                    m[r] = mnew;
+                    if (dropout > 0)
+                        p = _mm512_maskz_mul_ps(keep16(seed, bh * T + i, j0, thr), p, _mm512_set1_ps(inv_keep));
+                    _mm512_storeu_ps(pw, p);
+                    rows_axpy(acc + (size_t)r * HS, corr, pw, vh + (size_t)j0 * HS, nv, HS);
+                }
+            }
+            for (int i = i0; i < i1; i++) {
+                int r = i - i0;
+                float *oi = o + (bh * T + i) * HS, *a = acc + (size_t)r * HS;
+                __m512 inv = _mm512_set1_ps(1.0f / l[r]);
+                for (int c0 = 0; c0 < HS; c0 += 16) {
+                    __mmask16 cm = chunk_mask(c0, HS);
+                    _mm512_mask_storeu_ps(oi + c0, cm, _mm512_mul_ps(_mm512_maskz_loadu_ps(cm, a + c0), inv));
+                }
+                lse[bh * T + i] = m[r] + logf(l[r]);
+            }
+        }
+        free(kt);
+        free(acc);
+    }
+}
+
+void gptc_flash_bwd_avx512(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                           const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
+                           float dropout, uint64_t seed) {
+    GPTC_ASSERT(dropout >= 0.0f && dropout < 1.0f);
+    const float scale = 1.0f / sqrtf((float)HS), inv_keep = 1.0f / (1.0f - dropout);
+    const uint32_t thr = gptc_flash_threshold(dropout);
+    const size_t tile = (size_t)HS * BC;
+#pragma omp parallel
+    {
+        float *D = malloc((size_t)T * sizeof *D);
+        /* kt, vt: the packed key and value tiles; dkt, dvt: their gradients, same (HS,16) layout */
+        float *buf = aligned_alloc(64, 4 * tile * sizeof(float));
+        float *kt = buf, *vt = buf + tile, *dkt = buf + 2 * tile, *dvt = buf + 3 * tile;
+        float dsw[BC];
+        GPTC_ASSERT(D && buf);
+#pragma omp for schedule(dynamic, 1)
+        for (long bhl = 0; bhl < (long)B * NH; bhl++) {
+            size_t bh = (size_t)bhl, off = bh * T * HS;
+            const float *qh = q + off, *kh = k + off, *vh = v + off, *doh = do_ + off, *L = lse + bh * T;
+            float *dqh = dq + off, *dkh = dk + off, *dvh = dv + off;
+            for (int i = 0; i < T; i++) D[i] = dot16(doh + (size_t)i * HS, o + off + (size_t)i * HS, HS);
+            for (int j0 = 0; j0 < T; j0 += BC) {
+                int nk = T - j0 < BC ? T - j0 : BC;
+                pack_tile(kt, kh, j0, nk, HS);
+                pack_tile(vt, vh, j0, nk, HS);
+                memset(dkt, 0, 2 * tile * sizeof(float));
+                for (int i = j0; i < T; i++) {
+                    int nv = i + 1 - j0 < nk ? i + 1 - j0 : nk;
+                    __mmask16 valid = (__mmask16)((1u << nv) - 1u);
+                    const float *qi = qh + (size_t)i * HS, *doi = doh + (size_t)i * HS;
+                    __m512 s = row_times_tile(qi, kt, HS), dp = row_times_tile(doi, vt, HS);
+                    __m512 p = _mm512_maskz_mov_ps(
+                        valid, exp16(_mm512_fmsub_ps(s, _mm512_set1_ps(scale), _mm512_set1_ps(L[i]))));
+                    __m512 pz = p;
+                    if (dropout > 0) {
+                        __m512 z = _mm512_maskz_mov_ps(keep16(seed, bh * T + i, j0, thr), _mm512_set1_ps(inv_keep));
+                        pz = _mm512_mul_ps(p, z);
+                        dp = _mm512_mul_ps(dp, z);
+                    }
+                    __m512 ds = _mm512_mul_ps(_mm512_mul_ps(p, _mm512_sub_ps(dp, _mm512_set1_ps(D[i]))),
+                                              _mm512_set1_ps(scale));
+                    for (int d = 0; d < HS; d++) {
+                        float *dk_d = dkt + (size_t)d * BC, *dv_d = dvt + (size_t)d * BC;
+                        _mm512_store_ps(dk_d, _mm512_fmadd_ps(_mm512_set1_ps(qi[d]), ds, _mm512_load_ps(dk_d)));
+                        _mm512_store_ps(dv_d, _mm512_fmadd_ps(_mm512_set1_ps(doi[d]), pz, _mm512_load_ps(dv_d)));
+                    }
+                    _mm512_storeu_ps(dsw, ds);
+                    rows_axpy(dqh + (size_t)i * HS, 1.0f, dsw, kh + (size_t)j0 * HS, nv, HS);
+                }
+                for (int jj = 0; jj < nk; jj++)
+                    for (int d = 0; d < HS; d++) {
+                        dkh[(size_t)(j0 + jj) * HS + d] += dkt[(size_t)d * BC + jj];
+                        dvh[(size_t)(j0 + jj) * HS + d] += dvt[(size_t)d * BC + jj];
+                    }
+            }
+        }
+        free(D);
+        free(buf);
+    }
+}

@@ -1,0 +1,98 @@
+/* attention.h — fused causal flash attention (forward and backward) over head-major Q/K/V, its
+ * counter-based dropout mask, the variant dispatch, and the layout conversions to and from the
+ * model's (B,T,3C) / (B,T,C) rows.
+ *
+ * Shapes: q, k, v, o, and their gradients are (B,NH,T,HS) row-major ("head-major"); lse is
+ * (B,NH,T): the natural log of each query row's softmax denominator, over the scaled scores
+ * s_ij = q_i.k_j / sqrt(HS), j <= i. Nothing of size T x T is ever stored: the forward keeps O and
+ * L (B*NH*T*(HS+1) floats) and the backward recomputes the probabilities tile by tile.
+ *
+ * Dropout (probability `dropout` in [0, 1)) is applied to the normalised probabilities, kept ones
+ * scaled by 1/(1-dropout). Whether element (b,h,i,j) is kept is a pure function of (seed, its
+ * offset), gptc_flash_keep() below, so the backward regenerates the mask instead of storing it
+ * and every variant, thread count and tile size draws the same mask. dropout == 0 never touches
+ * the generator and is exactly attention without dropout. */
+#ifndef GPTC_KERNELS_ATTENTION_H
+#define GPTC_KERNELS_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* o (B,NH,T,HS) and lse (B,NH,T) are overwritten; q, k, v (B,NH,T,HS). */
+typedef void (*gptc_flash_fwd_fn)(float *o, float *lse, const float *q, const float *k, const float *v, int B,
+                                  int NH, int T, int HS, float dropout, uint64_t seed);
+/* dq, dk, dv (B,NH,T,HS) ACCUMULATE (+=); do_ (B,NH,T,HS) is dL/do; o and lse are what the forward
+ * returned for the same q, k, v, dropout and seed. */
+typedef void (*gptc_flash_bwd_fn)(float *dq, float *dk, float *dv, const float *do_, const float *q,
+                                  const float *k, const float *v, const float *o, const float *lse, int B,
+                                  int NH, int T, int HS, float dropout, uint64_t seed);
+
+/* The best variant this process may run: the level gptc_kernels_get() chose (AVX-512, else AVX2,
+ * else the reference; GPTC_KERNELS=ref|avx2|avx512 caps it as for the operator table). */
+gptc_flash_fwd_fn gptc_flash_fwd(void);
+gptc_flash_bwd_fn gptc_flash_bwd(void);
+const char *gptc_flash_variant(void); /* "ref", "avx2" or "avx512" */
+
+/* Each variant by name, for tests and benchmarks. The avx2/avx512 ones may only be called when
+ * gptc_kernels_level("avx2"/"avx512") is non-NULL (they are compiled for that ISA). */
+void gptc_flash_fwd_ref(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH, int T,
+                        int HS, float dropout, uint64_t seed);
+void gptc_flash_bwd_ref(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                        const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
+                        float dropout, uint64_t seed);
+void gptc_flash_fwd_avx2(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
+                         int T, int HS, float dropout, uint64_t seed);
+void gptc_flash_bwd_avx2(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                         const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
+                         float dropout, uint64_t seed);
+void gptc_flash_fwd_avx512(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
+                           int T, int HS, float dropout, uint64_t seed);
+void gptc_flash_bwd_avx512(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                           const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
+                           float dropout, uint64_t seed);
+
+/* ---- layout conversions (C = NH*HS). Parallel over (b,t); each output element written once. */
+/* q, k, v (B,NH,T,HS) = the three thirds of qkv (B,T,3C), split into heads */
+void gptc_qkv_to_heads(float *q, float *k, float *v, const float *qkv, int B, int T, int C, int NH);
+/* dqkv (B,T,3C) += dq, dk, dv (B,NH,T,HS) (the backward of gptc_qkv_to_heads) */
+void gptc_heads_to_qkv_grad(float *dqkv, const float *dq, const float *dk, const float *dv, int B, int T, int C,
+                            int NH);
+/* out (B,T,C) = o (B,NH,T,HS), heads side by side (overwrites) */
+void gptc_heads_to_rows(float *out, const float *o, int B, int T, int C, int NH);
+/* dheads (B,NH,T,HS) = drows (B,T,C): the backward of gptc_heads_to_rows. It OVERWRITES: its output
+ * is the do_ input of the flash backward, a fresh buffer, not a gradient that others add to. */
+void gptc_rows_to_heads(float *dheads, const float *drows, int B, int T, int C, int NH);
+
+/* ---- the dropout mask: Philox4x32-10 (Salmon et al., SC'11), key = the seed's two halves,
+ * counter = (row, row >> 32, j / 4, 0) where row = (b*NH + h)*T + i is the query row's offset;
+ * word j % 4 of the output decides key j: kept iff its top 24 bits >= dropout * 2^24. */
+static inline void gptc_philox4x32(uint32_t out[4], uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+                                   uint64_t seed) {
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+/* The threshold on the 24-bit draw for a dropout probability (0 keeps everything). */
+static inline uint32_t gptc_flash_threshold(float dropout) { return (uint32_t)((double)dropout * 16777216.0); }
+/* Keep flags of keys 4*g .. 4*g+3 of query row `row` (bit n set: key 4*g+n kept). */
+static inline unsigned gptc_flash_keep4(uint64_t seed, uint64_t row, uint32_t g, uint32_t threshold) {
+    uint32_t w[4];
+    gptc_philox4x32(w, (uint32_t)row, (uint32_t)(row >> 32), g, 0, seed);
+    unsigned bits = 0;
+    for (int n = 0; n < 4; n++) bits |= (unsigned)((w[n] >> 8) >= threshold) << n;
+    return bits;
+}
+static inline int gptc_flash_keep(uint64_t seed, uint64_t row, uint32_t j, uint32_t threshold) {
+    return (int)((gptc_flash_keep4(seed, row, j >> 2, threshold) >> (j & 3)) & 1u);
+}
+
+#endif

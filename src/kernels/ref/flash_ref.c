@@ -1,0 +1,211 @@
+/* flash_ref.c — the reference fused causal flash attention (plain loops over query tiles x key tiles
+ * with an online softmax), the variant dispatch, and the (B,T,3C) <-> (B,NH,T,HS) conversions.
+ * See kernels/attention.h for the contract. */
+#include "kernels/attention.h"
+#include "kernels/kernels.h"
+#include "core/core.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { BR = 64, BC = 16 }; /* query rows per forward task, keys per tile */
+
+static float dotf(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* The dropout factor of keys j0..j0+BC-1 of one row: 0 (dropped) or inv_keep, into z[0..BC). */
+static void dropout_factors(float *z, uint64_t seed, uint64_t row, int j0, uint32_t thr, float inv_keep) {
+    for (int g = 0; g < BC / 4; g++) {
+        unsigned bits = gptc_flash_keep4(seed, row, (uint32_t)(j0 / 4 + g), thr);
+        for (int n = 0; n < 4; n++) z[4 * g + n] = (bits >> n) & 1u ? inv_keep : 0.0f;
+    }
+}
+
+void gptc_flash_fwd_ref(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH, int T,
+                        int HS, float dropout, uint64_t seed) {
+    GPTC_ASSERT(dropout >= 0.0f && dropout < 1.0f);
+    const float scale = 1.0f / sqrtf((float)HS), inv_keep = 1.0f / (1.0f - dropout);
+    const uint32_t thr = gptc_flash_threshold(dropout);
+    const int ntiles = (T + BR - 1) / BR;
+    const long ntasks = (long)B * NH * ntiles;
+#pragma omp parallel
+    {
+        float *acc = malloc((size_t)BR * HS * sizeof *acc);
+        float m[BR], l[BR], s[BC], z[BC];
+        GPTC_ASSERT(acc);
+        /* each task writes its own rows of o and lse in a fixed order: thread-count independent */
+#pragma omp for schedule(dynamic, 1)
+        for (long task = 0; task < ntasks; task++) {
+            size_t bh = (size_t)(task / ntiles);
+            int i0 = (int)(task % ntiles) * BR, i1 = i0 + BR < T ? i0 + BR : T;
+            const float *qh = q + bh * T * HS, *kh = k + bh * T * HS, *vh = v + bh * T * HS;
+            for (int r = 0; r < i1 - i0; r++) m[r] = -INFINITY, l[r] = 0;
+            memset(acc, 0, (size_t)BR * HS * sizeof *acc);
+            for (int j0 = 0; j0 < i1; j0 += BC) {
+                int j1 = j0 + BC < i1 ? j0 + BC : i1;
+                for (int i = i0 > j0 ? i0 : j0; i < i1; i++) {
+                    int jn = j1 < i + 1 ? j1 : i + 1, r = i - i0;
+                    float mb = -INFINITY;
+                    for (int j = j0; j < jn; j++) {
+                        s[j - j0] = dotf(qh + (size_t)i * HS, kh + (size_t)j * HS, HS) * scale;
+                        if (s[j - j0] > mb) mb = s[j - j0];
+                    }
+                    float mnew = m[r] > mb ? m[r] : mb, corr = expf(m[r] - mnew), sum = 0;
+                    if (dropout > 0) dropout_factors(z, seed, bh * T + i, j0, thr, inv_keep);
+                    float *a = acc + (size_t)r * HS;
+                    for (int d = 0; d < HS; d++) a[d] *= corr;
+                    for (int j = j0; j < jn; j++) {
+                        float p = expf(s[j - j0] - mnew);
+                        sum += p;
+                        if (dropout > 0) p *= z[j - j0];
+                        const float *vj = vh + (size_t)j * HS;
+                        for (int d = 0; d < HS; d++) a[d] += p * vj[d];
+                    }
+                    l[r] = l[r] * corr + sum;
+                    m[r] = mnew;
+                }
+            }
+            for (int i = i0; i < i1; i++) {
+                int r = i - i0;
+                float inv = 1.0f / l[r], *oi = o + (bh * T + i) * HS;
+                for (int d = 0; d < HS; d++) oi[d] = acc[(size_t)r * HS + d] * inv;
+                lse[bh * T + i] = m[r] + logf(l[r]);
+            }
+        }
+        free(acc);
+    }
+}
+
+/* FlashAttention-2 backward: per (b,h), key tiles outer (their dk, dv accumulate in a tile buffer),
+ * query rows inner; P is recomputed from lse, and D_i = rowsum(dO_i * O_i) replaces rowsum(P dP). */
+void gptc_flash_bwd_ref(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                        const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
+                        float dropout, uint64_t seed) {
+    GPTC_ASSERT(dropout >= 0.0f && dropout < 1.0f);
+    const float scale = 1.0f / sqrtf((float)HS), inv_keep = 1.0f / (1.0f - dropout);
+    const uint32_t thr = gptc_flash_threshold(dropout);
+#pragma omp parallel
+    {
+        float *D = malloc((size_t)T * sizeof *D);
+        float *dkt = malloc((size_t)BC * HS * sizeof *dkt), *dvt = malloc((size_t)BC * HS * sizeof *dvt);
+        float z[BC];
+        GPTC_ASSERT(D && dkt && dvt);
+#pragma omp for schedule(dynamic, 1)
+        for (long bhl = 0; bhl < (long)B * NH; bhl++) {
+            size_t bh = (size_t)bhl, off = bh * T * HS;
+            const float *qh = q + off, *kh = k + off, *vh = v + off, *doh = do_ + off, *L = lse + bh * T;
+            float *dqh = dq + off, *dkh = dk + off, *dvh = dv + off;
+            for (int i = 0; i < T; i++) D[i] = dotf(doh + (size_t)i * HS, o + off + (size_t)i * HS, HS);
+            for (int j0 = 0; j0 < T; j0 += BC) {
+                int j1 = j0 + BC < T ? j0 + BC : T;
+                memset(dkt, 0, (size_t)BC * HS * sizeof *dkt);
+                memset(dvt, 0, (size_t)BC * HS * sizeof *dvt);
+                for (int i = j0; i < T; i++) {
+                    int jn = j1 < i + 1 ? j1 : i + 1;
+                    const float *qi = qh + (size_t)i * HS, *doi = doh + (size_t)i * HS;
+                    float *dqi = dqh + (size_t)i * HS;
+                    if (dropout > 0) dropout_factors(z, seed, bh * T + i, j0, thr, inv_keep);
+                    for (int j = j0; j < jn; j++) {
+                        const float *kj = kh + (size_t)j * HS, *vj = vh + (size_t)j * HS;
+                        float p = expf(dotf(qi, kj, HS) * scale - L[i]);
+                        float zj = dropout > 0 ? z[j - j0] : 1.0f;
+                        float dp = dotf(doi, vj, HS) * zj; /* dL/dP_ij */
+                        float pz = p * zj, ds = p * (dp - D[i]) * scale;
+                        float *dkj = dkt + (size_t)(j - j0) * HS, *dvj = dvt + (size_t)(j - j0) * HS;
+                        for (int d = 0; d < HS; d++) {
+                            dvj[d] += pz * doi[d];
+                            dkj[d] += ds * qi[d];
+                            dqi[d] += ds * kj[d];
+                        }
+                    }
+                }
+                for (int j = j0; j < j1; j++)
+                    for (int d = 0; d < HS; d++) {
+                        dkh[(size_t)j * HS + d] += dkt[(size_t)(j - j0) * HS + d];
+                        dvh[(size_t)j * HS + d] += dvt[(size_t)(j - j0) * HS + d];
+                    }
+            }
+        }
+        free(D);
+        free(dkt);
+        free(dvt);
+    }
+}
+
+/* ---- dispatch: follows the level of the operator table (CPU check and GPTC_KERNELS cap). */
+static int flash_level(void) {
+    const char *v = gptc_kernels_get()->variant;
+    if (strcmp(v, "avx512") == 0) return 2;
+    if (strcmp(v, "avx2") == 0) return 1;
+    return 0;
+}
+gptc_flash_fwd_fn gptc_flash_fwd(void) {
+    static const gptc_flash_fwd_fn fns[] = {gptc_flash_fwd_ref, gptc_flash_fwd_avx2, gptc_flash_fwd_avx512};
+    return fns[flash_level()];
+}
+gptc_flash_bwd_fn gptc_flash_bwd(void) {
+    static const gptc_flash_bwd_fn fns[] = {gptc_flash_bwd_ref, gptc_flash_bwd_avx2, gptc_flash_bwd_avx512};
+    return fns[flash_level()];
+}
+const char *gptc_flash_variant(void) {
+    static const char *const names[] = {"ref", "avx2", "avx512"};
+    return names[flash_level()];
+}
+
+/* ---- layout conversions */
+void gptc_qkv_to_heads(float *q, float *k, float *v, const float *qkv, int B, int T, int C, int NH) {
+    int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *row = qkv + ((size_t)b * T + t) * 3 * C;
+            for (int h = 0; h < NH; h++) {
+                size_t dst = (((size_t)b * NH + h) * T + t) * HS;
+                memcpy(q + dst, row + h * HS, (size_t)HS * sizeof *q);
+                memcpy(k + dst, row + C + h * HS, (size_t)HS * sizeof *k);
+                memcpy(v + dst, row + 2 * C + h * HS, (size_t)HS * sizeof *v);
+            }
+        }
+}
+
+void gptc_heads_to_qkv_grad(float *dqkv, const float *dq, const float *dk, const float *dv, int B, int T, int C,
+                            int NH) {
+    int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *row = dqkv + ((size_t)b * T + t) * 3 * C;
+            for (int h = 0; h < NH; h++) {
+                size_t src = (((size_t)b * NH + h) * T + t) * HS;
+                for (int d = 0; d < HS; d++) {
+                    row[h * HS + d] += dq[src + d];
+                    row[C + h * HS + d] += dk[src + d];
+                    row[2 * C + h * HS + d] += dv[src + d];
+                }
+            }
+        }
+}
+
+void gptc_heads_to_rows(float *out, const float *o, int B, int T, int C, int NH) {
+    int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++)
+                memcpy(out + ((size_t)b * T + t) * C + h * HS, o + (((size_t)b * NH + h) * T + t) * HS,
+                       (size_t)HS * sizeof *out);
+}
+
+void gptc_rows_to_heads(float *dheads, const float *drows, int B, int T, int C, int NH) {
+    int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++)
+                memcpy(dheads + (((size_t)b * NH + h) * T + t) * HS, drows + ((size_t)b * T + t) * C + h * HS,
+                       (size_t)HS * sizeof *dheads);
+}

@@ -1,0 +1,74 @@
+/* gelu_forms.c — reference C for the erf and sigmoid GELU forms, and the form dispatcher. */
+#include "kernels/gelu.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+/* out (n) = 0.5 x (1 + erf(x / sqrt2)) */
+static void gelu_erf_fwd(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1 + erff(x * 0.70710678118654752f));
+    }
+}
+
+/* dinp (n) += (Phi(x) + x phi(x)) * dout */
+static void gelu_erf_bwd(float *dinp, const float *inp, const float *dout, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cdf = 0.5f * (1 + erff(x * 0.70710678118654752f));
+        float pdf = expf(-0.5f * x * x) * 0.3989422804014327f;
+        dinp[i] += (cdf + x * pdf) * dout[i];
+    }
+}
+
+/* out (n) = x sigmoid(1.702 x) */
+static void gelu_sig_fwd(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = x / (1 + expf(-1.702f * x));
+    }
+}
+
+/* dinp (n) += (s + 1.702 x s (1 - s)) * dout, s = sigmoid(1.702 x) */
+static void gelu_sig_bwd(float *dinp, const float *inp, const float *dout, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float s = 1 / (1 + expf(-1.702f * x));
+        dinp[i] += (s + 1.702f * x * s * (1 - s)) * dout[i];
+    }
+}
+
+void gptc_gelu_ref_fwd(gptc_gelu_form f, float *out, const float *inp, size_t n) {
+    if (f == GPTC_GELU_ERF) gelu_erf_fwd(out, inp, n);
+    else if (f == GPTC_GELU_SIGMOID) gelu_sig_fwd(out, inp, n);
+    else gptc_kernels_ref()->gelu_fwd(out, inp, n);
+}
+
+void gptc_gelu_ref_bwd(gptc_gelu_form f, float *dinp, const float *inp, const float *dout, size_t n) {
+    if (f == GPTC_GELU_ERF) gelu_erf_bwd(dinp, inp, dout, n);
+    else if (f == GPTC_GELU_SIGMOID) gelu_sig_bwd(dinp, inp, dout, n);
+    else gptc_kernels_ref()->gelu_bwd(dinp, inp, dout, n);
+}
+
+/* The level in use is the kernel table's variant, so GPTC_KERNELS caps these forms too. */
+void gptc_gelu_fwd_form(gptc_gelu_form f, float *out, const float *inp, size_t n) {
+    const gptc_kernels *k = gptc_kernels_get();
+    if (f == GPTC_GELU_TANH) k->gelu_fwd(out, inp, n);
+    else if (strcmp(k->variant, "avx512") == 0) gptc_avx512_gelu_fwd(f, out, inp, n);
+    else if (strcmp(k->variant, "avx2") == 0) gptc_avx2_gelu_fwd(f, out, inp, n);
+    else gptc_gelu_ref_fwd(f, out, inp, n);
+}
+
+void gptc_gelu_bwd_form(gptc_gelu_form f, float *dinp, const float *inp, const float *dout, size_t n) {
+    const gptc_kernels *k = gptc_kernels_get();
+    if (f == GPTC_GELU_TANH) k->gelu_bwd(dinp, inp, dout, n);
+    else if (strcmp(k->variant, "avx512") == 0) gptc_avx512_gelu_bwd(f, dinp, inp, dout, n);
+    else if (strcmp(k->variant, "avx2") == 0) gptc_avx2_gelu_bwd(f, dinp, inp, dout, n);
+    else gptc_gelu_ref_bwd(f, dinp, inp, dout, n);
+}

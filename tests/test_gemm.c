@@ -1,0 +1,132 @@
+/* test_gemm.c — the blocked GEMM of every available ISA level against the reference gemm. */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "test.h"
+
+/* Tolerance: max |got - ref| <= 1e-5 * max |ref| over the logical C (K-sums up to 3072 terms). */
+#define GEMM_TOL 1e-5
+#define SENTINEL 12345.0f
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float rnd(void) {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((g_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static float *rand_buf(size_t n) {
+    float *p = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = rnd();
+    return p;
+}
+
+/* Runs one case on k and on the reference; returns the relative error (or INFINITY when the padding
+ * columns of C were touched or a NaN survived). pad* widen the stored row strides. */
+static double gemm_case(const gptc_kernels *k, int ta, int tb, int M, int N, int K, int pada, int padb,
+                        int padc, float beta) {
+    const gptc_kernels *ref = gptc_kernels_ref();
+    int arows = ta ? K : M, acols = ta ? M : K, brows = tb ? N : K, bcols = tb ? K : N;
+    int lda = acols + pada, ldb = bcols + padb, ldc = N + padc;
+    float *A = rand_buf((size_t)arows * lda), *B = rand_buf((size_t)brows * ldb);
+    float *C = malloc((size_t)M * ldc * sizeof(float)), *R = malloc((size_t)M * ldc * sizeof(float));
+    for (size_t i = 0; i < (size_t)M * ldc; i++) {
+        int col = (int)(i % ldc);
+        C[i] = col >= N ? SENTINEL : beta == 0.0f ? NAN : rnd();
+        R[i] = C[i];
+    }
+    k->gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    ref->gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, R, ldc);
+    float *c = malloc((size_t)M * N * sizeof(float)), *r = malloc((size_t)M * N * sizeof(float));
+    int bad = 0;
+    for (int i = 0; i < M; i++) {
+        memcpy(c + (size_t)i * N, C + (size_t)i * ldc, N * sizeof(float));
+        memcpy(r + (size_t)i * N, R + (size_t)i * ldc, N * sizeof(float));
+        for (int j = N; j < ldc; j++) bad |= C[(size_t)i * ldc + j] != SENTINEL;
+        for (int j = 0; j < N; j++) bad |= isnan(C[(size_t)i * ldc + j]);
+    }
+    double err = bad ? INFINITY : test_rel_err_f(c, r, (size_t)M * N);
+    free(A), free(B), free(C), free(R), free(c), free(r);
+    return err;
+}
+
+static const char *const k_levels[] = {"avx2", "avx512"};
+
+static void check_case(const gptc_kernels *k, int ta, int tb, int M, int N, int K, int pada, int padb, int padc,
+                       float beta) {
+    double err = gemm_case(k, ta, tb, M, N, K, pada, padb, padc, beta);
+    CHECK_MSG(err <= GEMM_TOL, "%s gemm ta=%d tb=%d M=%d N=%d K=%d pads %d/%d/%d beta=%g: rel err %g",
+              k->variant, ta, tb, M, N, K, pada, padb, padc, beta, err);
+}
+
+TEST(gemm_ragged_shapes) {
+    static const int shapes[][3] = {
+        {1, 1, 1},     {1, 7, 13},    {7, 1, 31},     {13, 31, 7},    {31, 33, 65},  {33, 65, 1},
+        {65, 13, 257}, {257, 33, 31}, {300, 257, 13}, {13, 769, 300}, {7, 300, 769}, {65, 65, 1000},
+        {33, 1, 2000}, {1, 257, 1500},
+    };
+    for (int l = 0; l < 2; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int t = 0; t < 4; t++)
+                for (int b = 0; b < 2; b++)
+                    check_case(k, t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], 0, 0, 0, (float)b);
+    }
+}
+
+TEST(gemm_strided_views) {
+    for (int l = 0; l < 2; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        for (int t = 0; t < 4; t++)
+            for (int b = 0; b < 2; b++) {
+                check_case(k, t >> 1, t & 1, 67, 45, 129, 3, 5, 19, (float)b);
+                check_case(k, t >> 1, t & 1, 300, 769, 450, 1, 16, 47, (float)b);
+            }
+    }
+}
+
+/* The products the model runs (src/model/forward.c) at C = 768, BT = 64, V = 50257 (ldc = Vp). */
+TEST(gemm_gpt2_shapes) {
+    const int BT = 64, C = 768;
+    const int io[][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};
+    for (int l = 0; l < 2; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        for (int s = 0; s < 4; s++) {
+            int IC = io[s][0], OC = io[s][1];
+            check_case(k, 0, 0, BT, OC, IC, 0, 0, 0, 0.0f); /* forward */
+            check_case(k, 0, 1, BT, IC, OC, 0, 0, 0, 1.0f); /* dinp */
+            check_case(k, 1, 0, IC, OC, BT, 0, 0, 0, 1.0f); /* dweight */
+        }
+        check_case(k, 0, 1, 16, 50257, C, 0, 0, 50304 - 50257, 0.0f); /* classifier forward */
+    }
+}
+
+/* Each C element's K-sum order must not depend on the thread count. */
+TEST(gemm_deterministic_threads) {
+    const int M = 300, N = 769, K = 1100;
+    for (int l = 0; l < 2; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        for (int t = 0; t < 4; t++) {
+            int ta = t >> 1, tb = t & 1;
+            float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N);
+            float *C1 = rand_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof(float));
+            memcpy(C2, C1, (size_t)M * N * sizeof(float));
+            int saved = omp_get_max_threads();
+            omp_set_num_threads(1);
+            k->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, C1, N);
+            omp_set_num_threads(2);
+            k->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, C2, N);
+            omp_set_num_threads(saved);
+            CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0, "%s gemm ta=%d tb=%d: 1 vs 2 threads differ",
+                      k->variant, ta, tb);
+            free(A), free(B), free(C1), free(C2);
+        }
+    }
+}
