@@ -75,9 +75,11 @@ fixtures: setup
 	/usr/bin/python3 tools/make_torch_fixture.py tests/fixtures/gpt2_tiny_torch.safetensors
 
 bench: setup
-	@$(MAKE) --no-print-directory $(BUILD)/gptc
-	@sh tools/setup.sh --torch
-	sh bench/train_vs_torch.sh
+	@sh tools/setup.sh --bench
+	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/bench_gemm $(BUILD)/bench_attention $(BUILD)/bench_tokenizer
+	$(BUILD)/bench_gemm
+	$(BUILD)/bench_attention
+	sh bench/train_e2e.sh
 
 clean:
 	rm -rf $(BUILD)
