@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "kernels/attention.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +25,8 @@ int gptc_cmd_info(int argc, char **argv) {
     const gptc_kernels *k = gptc_kernels_get();
     printf("kernels (%s):", k->variant);
     for (int i = 0; i < gptc_kernel_nops; i++) printf(" %s=%s", gptc_kernel_ops[i].name, gptc_kernels_op_variant(k, i));
+    printf("\nflash attention (used by training; attention_* above are the naive reference and decoding): %s",
+           gptc_flash_variant());
     double p1 = gptc_peak_gflops(1), pn = gptc_peak_gflops(0);
     printf("\npeak (measured, fp32 FMA): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", p1, pn, gptc_threads());
     printf("presets:\n");
