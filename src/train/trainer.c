@@ -17,7 +17,7 @@
 void gptc_train_options_default(gptc_train_options *o) {
     memset(o, 0, sizeof *o);
     gptc_model_preset("small-cpu", &o->model);
-    o->batch = 4;
+    o->batch = 16;
     o->seq = 128;
     o->steps = 2400;
     o->lr = 2e-3f;
