@@ -48,6 +48,12 @@ const char *test_tmpdir(void);             /* a fresh folder for this test run *
 const char *test_gptc_bin(void);           /* path of the gptc binary under test */
 /* Runs a shell command; returns its exit status (or -1); stdout+stderr go to *out (malloc'd, may be NULL). */
 int test_run(const char *cmd, char **out);
+/* A folder test_tmpdir()/<prefix><name>, created, its path in buf. */
+const char *test_dir(const char *prefix, const char *name, char *buf, size_t cap);
+/* snprintf into buf, returning buf (for building paths inline). */
+const char *test_path(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Writes len bytes to path (aborts on failure: a test fixture that cannot be made is a bug). */
+void test_write_file(const char *path, const void *data, size_t len);
 /* max |a-b| / max(max |b|, 1e-30) */
 double test_rel_err_f(const float *a, const float *b, size_t n);
 double test_rel_err_d(const double *a, const double *b, size_t n);

@@ -12,28 +12,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-/* A fresh folder under the test tmpdir for one test. */
-static const char *data_dir(const char *name, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s/data_%s", test_tmpdir(), name);
-    mkdir(buf, 0755);
-    return buf;
-}
-
-static const char *data_path(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static const char *data_path(char *buf, size_t cap, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, cap, fmt, ap);
-    va_end(ap);
-    return buf;
-}
-
-static void write_bytes(const char *path, const void *data, size_t len) {
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); abort(); }
-    if (len && fwrite(data, 1, len, f) != len) { perror(path); abort(); }
-    fclose(f);
-}
 
 /* Writes a shard of n tokens (first + i) mod 65536. */
 static void write_seq_shard(const char *path, size_t n, unsigned first) {
@@ -61,8 +39,8 @@ static unsigned char *shard_bytes(size_t n, size_t *len) {
 
 TEST(data_shard_roundtrip) {
     char dir[512], path[600];
-    data_dir("shard_rt", dir, sizeof dir);
-    data_path(path, sizeof path, "%s/a.bin", dir);
+    test_dir("data_", "shard_rt", dir, sizeof dir);
+    test_path(path, sizeof path, "%s/a.bin", dir);
     enum { N = 1000 };
     uint16_t toks[N];
     for (int i = 0; i < N; i++) toks[i] = (uint16_t)(i * 7919u);
@@ -92,7 +70,7 @@ TEST(data_shard_roundtrip) {
     gptc_free(raw);
 
     /* an empty shard is a valid file */
-    data_path(path, sizeof path, "%s/empty.bin", dir);
+    test_path(path, sizeof path, "%s/empty.bin", dir);
     CHECK_OK(gptc_shard_write(path, NULL, 0));
     CHECK_OK(gptc_shard_open(&s, path));
     CHECK_EQ_INT(s.ntok, 0);
@@ -116,50 +94,50 @@ static void expect_refusal(const char *path, gptc_status want, const char *word)
 
 TEST(data_shard_refusals) {
     char dir[512], path[600];
-    data_dir("shard_bad", dir, sizeof dir);
+    test_dir("data_", "shard_bad", dir, sizeof dir);
     size_t len;
     unsigned char *b = shard_bytes(10, &len);
 
-    data_path(path, sizeof path, "%s/ok.bin", dir);
-    write_bytes(path, b, len);
+    test_path(path, sizeof path, "%s/ok.bin", dir);
+    test_write_file(path, b, len);
     gptc_shard s;
     CHECK_OK(gptc_shard_open(&s, path));
     CHECK_EQ_INT(s.ntok, 10);
     CHECK_EQ_INT(s.tokens[9], 9);
     gptc_shard_close(&s);
 
-    data_path(path, sizeof path, "%s/magic.bin", dir);
+    test_path(path, sizeof path, "%s/magic.bin", dir);
     b[0] ^= 1;
-    write_bytes(path, b, len);
+    test_write_file(path, b, len);
     b[0] ^= 1;
     expect_refusal(path, GPTC_ERR_FORMAT, "magic 20240521, expected 20240520");
 
-    data_path(path, sizeof path, "%s/version.bin", dir);
+    test_path(path, sizeof path, "%s/version.bin", dir);
     b[4] = 2;
-    write_bytes(path, b, len);
+    test_write_file(path, b, len);
     b[4] = 1;
     expect_refusal(path, GPTC_ERR_FORMAT, "version 2");
 
-    data_path(path, sizeof path, "%s/short1.bin", dir);
-    write_bytes(path, b, len - 1);
+    test_path(path, sizeof path, "%s/short1.bin", dir);
+    test_write_file(path, b, len - 1);
     expect_refusal(path, GPTC_ERR_FORMAT, "truncated");
 
-    data_path(path, sizeof path, "%s/extra1.bin", dir);
+    test_path(path, sizeof path, "%s/extra1.bin", dir);
     unsigned char *b2 = calloc(1, len + 1);
     memcpy(b2, b, len);
-    write_bytes(path, b2, len + 1);
+    test_write_file(path, b2, len + 1);
     free(b2);
     expect_refusal(path, GPTC_ERR_FORMAT, "header says 10 tokens");
 
-    data_path(path, sizeof path, "%s/tiny.bin", dir);
-    write_bytes(path, b, 100);
+    test_path(path, sizeof path, "%s/tiny.bin", dir);
+    test_write_file(path, b, 100);
     expect_refusal(path, GPTC_ERR_FORMAT, "header");
 
-    data_path(path, sizeof path, "%s/empty.bin", dir);
-    write_bytes(path, b, 0);
+    test_path(path, sizeof path, "%s/empty.bin", dir);
+    test_write_file(path, b, 0);
     expect_refusal(path, GPTC_ERR_FORMAT, "not a token shard");
 
-    data_path(path, sizeof path, "%s/missing.bin", dir);
+    test_path(path, sizeof path, "%s/missing.bin", dir);
     expect_refusal(path, GPTC_ERR_IO, "cannot open");
 
     expect_refusal(dir, GPTC_ERR_IO, "not a regular file");
@@ -193,37 +171,37 @@ static void expect_no_match(const char *spec, bool want_val) {
 
 TEST(data_resolve) {
     char dir[512], path[600], spec[700];
-    data_dir("resolve", dir, sizeof dir);
-    write_seq_shard(data_path(path, sizeof path, "%s/train_000001.bin", dir), 10, 0);
-    write_seq_shard(data_path(path, sizeof path, "%s/train_000000.bin", dir), 10, 0);
-    write_seq_shard(data_path(path, sizeof path, "%s/train_000002.bin", dir), 10, 0);
-    write_seq_shard(data_path(path, sizeof path, "%s/val_000000.bin", dir), 10, 0);
-    write_bytes(data_path(path, sizeof path, "%s/notes.txt", dir), "x", 1);
-    mkdir(data_path(path, sizeof path, "%s/train_folder.bin", dir), 0755); /* a folder is not a shard */
+    test_dir("data_", "resolve", dir, sizeof dir);
+    write_seq_shard(test_path(path, sizeof path, "%s/train_000001.bin", dir), 10, 0);
+    write_seq_shard(test_path(path, sizeof path, "%s/train_000000.bin", dir), 10, 0);
+    write_seq_shard(test_path(path, sizeof path, "%s/train_000002.bin", dir), 10, 0);
+    write_seq_shard(test_path(path, sizeof path, "%s/val_000000.bin", dir), 10, 0);
+    test_write_file(test_path(path, sizeof path, "%s/notes.txt", dir), "x", 1);
+    mkdir(test_path(path, sizeof path, "%s/train_folder.bin", dir), 0755); /* a folder is not a shard */
 
     const char *train[] = {"train_000000.bin", "train_000001.bin", "train_000002.bin"};
     const char *val[] = {"val_000000.bin"};
     expect_paths(dir, false, 3, train);
     expect_paths(dir, true, 1, val);
-    data_path(spec, sizeof spec, "%s/", dir); /* a trailing slash */
+    test_path(spec, sizeof spec, "%s/", dir); /* a trailing slash */
     expect_paths(spec, false, 3, train);
 
-    data_path(spec, sizeof spec, "%s/train_*.bin", dir);
+    test_path(spec, sizeof spec, "%s/train_*.bin", dir);
     expect_paths(spec, false, 3, train);
     expect_paths(spec, true, 3, train); /* want_val only matters for a folder */
-    data_path(spec, sizeof spec, "%s/*_00000[0].bin", dir);
+    test_path(spec, sizeof spec, "%s/*_00000[0].bin", dir);
     const char *zeros[] = {"train_000000.bin", "val_000000.bin"};
     expect_paths(spec, false, 2, zeros);
 
-    data_path(spec, sizeof spec, "%s/train_000001.bin", dir);
+    test_path(spec, sizeof spec, "%s/train_000001.bin", dir);
     expect_paths(spec, false, 1, train + 1);
 
-    data_path(spec, sizeof spec, "%s/nothing_*.bin", dir);
+    test_path(spec, sizeof spec, "%s/nothing_*.bin", dir);
     expect_no_match(spec, false);
-    data_path(spec, sizeof spec, "%s/missing.bin", dir);
+    test_path(spec, sizeof spec, "%s/missing.bin", dir);
     expect_no_match(spec, false);
     char empty[512];
-    data_dir("resolve_empty", empty, sizeof empty);
+    test_dir("data_", "resolve_empty", empty, sizeof empty);
     expect_no_match(empty, false);
     expect_no_match(empty, true);
     CHECK(strstr(gptc_last_error(), "no shard files found") != NULL);
@@ -231,19 +209,19 @@ TEST(data_resolve) {
 
 TEST(data_meta_read) {
     char dir[512], path[600], spec[700];
-    data_dir("meta", dir, sizeof dir);
+    test_dir("data_", "meta", dir, sizeof dir);
     gptc_data_meta m;
     bool found = true;
     CHECK_OK(gptc_data_meta_read(dir, &m, &found));
     CHECK(!found);
 
     const char *good = "{\"tokenizer\": \"byte\", \"vocab\": 257, \"eot\": 256, \"train_tokens\": 9, \"val_tokens\": 1}\n";
-    write_bytes(data_path(path, sizeof path, "%s/meta.json", dir), good, strlen(good));
+    test_write_file(test_path(path, sizeof path, "%s/meta.json", dir), good, strlen(good));
     CHECK_OK(gptc_data_meta_read(dir, &m, &found));
     CHECK(found && strcmp(m.tokenizer, "byte") == 0 && m.vocab == 257 && m.eot == 256);
     /* a file or glob inside the folder finds it too */
     found = false;
-    CHECK_OK(gptc_data_meta_read(data_path(spec, sizeof spec, "%s/train_*.bin", dir), &m, &found));
+    CHECK_OK(gptc_data_meta_read(test_path(spec, sizeof spec, "%s/train_*.bin", dir), &m, &found));
     CHECK(found && m.vocab == 257);
 
     const char *bad[] = {"{\"tokenizer\": \"byte\", \"vocab\": 257", "[1, 2]",
@@ -251,7 +229,7 @@ TEST(data_meta_read) {
                          "{\"tokenizer\": 3, \"vocab\": 257, \"eot\": 256}",
                          "{\"tokenizer\": \"byte\", \"vocab\": -1, \"eot\": 0}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        write_bytes(path, bad[i], strlen(bad[i]));
+        test_write_file(path, bad[i], strlen(bad[i]));
         gptc_status st = gptc_data_meta_read(dir, &m, &found);
         CHECK_MSG(st == GPTC_ERR_FORMAT, "meta %s: %s", bad[i], gptc_status_name(st));
         CHECK(!found);
@@ -269,7 +247,7 @@ static gptc_status open_loader(gptc_loader *l, char **paths, int n, int B, int T
 
 TEST(data_loader_sequential) {
     char dir[512];
-    data_dir("loader_seq", dir, sizeof dir);
+    test_dir("data_", "loader_seq", dir, sizeof dir);
     /* shard 0: 100 tokens 0..99 -> 12 windows of 8+1; shard 1: 5 tokens -> 0 windows;
      * shard 2: 9 tokens 2000.. -> 1 window; shard 3: 50 tokens 1000.. -> 6 windows. 19 windows. */
     const size_t ns[4] = {100, 5, 9, 50};
@@ -277,7 +255,7 @@ TEST(data_loader_sequential) {
     char *paths[4];
     for (int i = 0; i < 4; i++) {
         paths[i] = malloc(600);
-        data_path(paths[i], 600, "%s/s%d.bin", dir, i);
+        test_path(paths[i], 600, "%s/s%d.bin", dir, i);
         write_seq_shard(paths[i], ns[i], first[i]);
     }
     /* window w -> its first token */
@@ -360,8 +338,8 @@ static void documented_order(uint64_t seed, uint64_t epoch, uint64_t *order, siz
 
 TEST(data_loader_shuffle) {
     char dir[512], path[600];
-    data_dir("loader_shuf", dir, sizeof dir);
-    write_seq_shard(data_path(path, sizeof path, "%s/s.bin", dir), 8 * 50 + 1, 0); /* 50 windows */
+    test_dir("data_", "loader_shuf", dir, sizeof dir);
+    write_seq_shard(test_path(path, sizeof path, "%s/s.bin", dir), 8 * 50 + 1, 0); /* 50 windows */
     char *paths[1] = {path};
     enum { N = 50 };
     uint64_t e0[N], e1[N], again[N], other[N], want[N];
@@ -393,9 +371,9 @@ TEST(data_loader_shuffle) {
 
 TEST(data_loader_seek_resumes) {
     char dir[512], p0[600], p1[600];
-    data_dir("loader_seek", dir, sizeof dir);
-    write_seq_shard(data_path(p0, sizeof p0, "%s/a.bin", dir), 8 * 13 + 3, 0);
-    write_seq_shard(data_path(p1, sizeof p1, "%s/b.bin", dir), 8 * 10 + 1, 30000);
+    test_dir("data_", "loader_seek", dir, sizeof dir);
+    write_seq_shard(test_path(p0, sizeof p0, "%s/a.bin", dir), 8 * 13 + 3, 0);
+    write_seq_shard(test_path(p1, sizeof p1, "%s/b.bin", dir), 8 * 10 + 1, 30000);
     char *paths[2] = {p0, p1}; /* 23 windows; B = 3: 7 batches an epoch */
     enum { B = 3, T = 8, RUN = 40 };
     for (int shuffle = 0; shuffle < 2; shuffle++) {
@@ -444,8 +422,8 @@ static int cmp_int(const void *a, const void *b) {
 
 TEST(data_loader_two_ranks) {
     char dir[512], path[600];
-    data_dir("loader_ranks", dir, sizeof dir);
-    write_seq_shard(data_path(path, sizeof path, "%s/s.bin", dir), 8 * 37 + 5, 0); /* 37 windows */
+    test_dir("data_", "loader_ranks", dir, sizeof dir);
+    write_seq_shard(test_path(path, sizeof path, "%s/s.bin", dir), 8 * 37 + 5, 0); /* 37 windows */
     char *paths[1] = {path};
     enum { B = 2, T = 8, STEPS = 30 };
     gptc_loader one, r0, r1;
@@ -477,11 +455,11 @@ TEST(data_loader_two_ranks) {
 
 TEST(data_loader_bad_token) {
     char dir[512], path[600];
-    data_dir("loader_vocab", dir, sizeof dir);
+    test_dir("data_", "loader_vocab", dir, sizeof dir);
     uint16_t t[41];
     for (int i = 0; i < 41; i++) t[i] = (uint16_t)(i % 10);
     t[37] = 300;
-    CHECK_OK(gptc_shard_write(data_path(path, sizeof path, "%s/s.bin", dir), t, 41)); /* 5 windows of 8+1 */
+    CHECK_OK(gptc_shard_write(test_path(path, sizeof path, "%s/s.bin", dir), t, 41)); /* 5 windows of 8+1 */
     char *paths[1] = {path};
     gptc_loader l;
     CHECK_OK(open_loader(&l, paths, 1, 1, 8, 257, false, 0, 0, 1));
@@ -498,8 +476,8 @@ TEST(data_loader_bad_token) {
 
 TEST(data_loader_refusals) {
     char dir[512], path[600], bad[600];
-    data_dir("loader_small", dir, sizeof dir);
-    write_seq_shard(data_path(path, sizeof path, "%s/s.bin", dir), 8 * 3 + 1, 0); /* 3 windows */
+    test_dir("data_", "loader_small", dir, sizeof dir);
+    write_seq_shard(test_path(path, sizeof path, "%s/s.bin", dir), 8 * 3 + 1, 0); /* 3 windows */
     char *paths[2] = {path, bad};
     gptc_loader l;
     CHECK_OK(open_loader(&l, paths, 1, 3, 8, 65536, false, 0, 0, 1));
@@ -515,7 +493,7 @@ TEST(data_loader_refusals) {
     CHECK_EQ_INT(open_loader(&l, paths, 1, 1, 8, 65536, false, 0, 2, 2), GPTC_ERR_ARG); /* rank >= world */
     CHECK_EQ_INT(open_loader(&l, paths, 1, 0, 8, 65536, false, 0, 0, 1), GPTC_ERR_ARG);
     /* a bad shard among good ones: the error names it */
-    write_bytes(data_path(bad, sizeof bad, "%s/bad.bin", dir), "garbage", 7);
+    test_write_file(test_path(bad, sizeof bad, "%s/bad.bin", dir), "garbage", 7);
     CHECK_EQ_INT(open_loader(&l, paths, 2, 1, 8, 65536, false, 0, 0, 1), GPTC_ERR_FORMAT);
     CHECK(strstr(gptc_last_error(), bad) != NULL);
     gptc_loader_close(&l);

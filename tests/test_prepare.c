@@ -21,28 +21,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-/* A fresh folder under the test tmpdir for one test. */
-static const char *tp_dir(const char *name, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s/prep_%s", test_tmpdir(), name);
-    mkdir(buf, 0755);
-    return buf;
-}
-
-static const char *tp_path(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static const char *tp_path(char *buf, size_t cap, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, cap, fmt, ap);
-    va_end(ap);
-    return buf;
-}
-
-static void write_bytes(const char *path, const void *data, size_t len) {
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); abort(); }
-    if (len && fwrite(data, 1, len, f) != len) { perror(path); abort(); }
-    fclose(f);
-}
 
 static bool exists(const char *path) {
     struct stat sb;
@@ -94,8 +72,8 @@ static bool same_tree(const char *a, const char *b) {
         char pa[1024], pb[1024], *da = NULL, *db = NULL;
         size_t sa = 0, sb = 0;
         same = strcmp(la[i], lb[i]) == 0 &&
-               gptc_file_read_all(tp_path(pa, sizeof pa, "%s/%s", a, la[i]), &da, &sa) == GPTC_OK &&
-               gptc_file_read_all(tp_path(pb, sizeof pb, "%s/%s", b, lb[i]), &db, &sb) == GPTC_OK && sa == sb &&
+               gptc_file_read_all(test_path(pa, sizeof pa, "%s/%s", a, la[i]), &da, &sa) == GPTC_OK &&
+               gptc_file_read_all(test_path(pb, sizeof pb, "%s/%s", b, lb[i]), &db, &sb) == GPTC_OK && sa == sb &&
                memcmp(da, db, sa) == 0;
         if (!same) printf("    %s/%s and %s differ\n", a, la[i], b);
         gptc_free(da);
@@ -160,7 +138,7 @@ static int read_split(const char *dir, bool val, toks *out) {
 /* Writes n files NAME_i.txt into dir; paths[i] gets their paths (static storage per call site). */
 static void write_inputs(const char *dir, const char *name, const char *const *texts, const size_t *lens, int n,
                          char paths[][600]) {
-    for (int i = 0; i < n; i++) write_bytes(tp_path(paths[i], 600, "%s/%s_%d.txt", dir, name, i), texts[i], lens[i]);
+    for (int i = 0; i < n; i++) test_write_file(test_path(paths[i], 600, "%s/%s_%d.txt", dir, name, i), texts[i], lens[i]);
 }
 
 /* ---------------------------------------------------------------- the reference model */
@@ -358,12 +336,12 @@ static void check_against_ref(const gptc_tokenizer *tok, const run *r, const cha
 
 TEST(prepare_stream) {
     char dir[512], paths[2][600], out[600];
-    tp_dir("stream", dir, sizeof dir);
+    test_dir("prep_", "stream", dir, sizeof dir);
     const char *t1 = "hello world\n", *t2 = "abc<|endoftext|>\xff\x00z";
     const char *texts[2] = {t1, t2};
     size_t lens[2] = {strlen(t1), 19};
     write_inputs(dir, "in", texts, lens, 2, paths);
-    tp_path(out, sizeof out, "%s/out/nested", dir);
+    test_path(out, sizeof out, "%s/out/nested", dir);
 
     gptc_prepare_options o;
     gptc_prepare_options_default(&o);
@@ -435,8 +413,8 @@ TEST(prepare_stream) {
 
 TEST(prepare_val_split) {
     char dir[512], paths[2][600], out[600];
-    tp_dir("val", dir, sizeof dir);
-    tp_path(out, sizeof out, "%s/out", dir);
+    test_dir("prep_", "val", dir, sizeof dir);
+    test_path(out, sizeof out, "%s/out", dir);
     const char *texts[2] = {"aaaa bbbb", "cccc dddd"};
     size_t lens[2] = {9, 9};
     write_inputs(dir, "in", texts, lens, 2, paths);
@@ -493,8 +471,8 @@ TEST(prepare_val_split) {
 
 TEST(prepare_doc_separator) {
     char dir[512], paths[3][600], out[600];
-    tp_dir("sep", dir, sizeof dir);
-    tp_path(out, sizeof out, "%s/out", dir);
+    test_dir("prep_", "sep", dir, sizeof dir);
+    test_path(out, sizeof out, "%s/out", dir);
     /* separators at the start, the end, back to back and across files */
     const char *texts[3] = {"\n\nab cd\n\nef\n\n\n\n\n\ngh\n\n", "ij\n\n\nkl", "\n\n"};
     size_t lens[3] = {strlen(texts[0]), strlen(texts[1]), 2};
@@ -531,7 +509,7 @@ TEST(prepare_doc_separator) {
     size_t onlylen[1] = {10};
     write_inputs(dir, "only", only, onlylen, 1, paths);
     run ro = {.sep = sep};
-    tp_path(out, sizeof out, "%s/out_only", dir);
+    test_path(out, sizeof out, "%s/out_only", dir);
     CHECK_EQ_INT(do_prepare(&ro, paths, 1, out, &res), GPTC_ERR_ARG);
     CHECK(strstr(gptc_last_error(), "no text") != NULL);
     CHECK(!exists(out));
@@ -542,8 +520,8 @@ TEST(prepare_doc_separator) {
 /* Random inputs, separators, fractions, chunk and shard sizes: the shards always match the model. */
 TEST(prepare_random_vs_reference) {
     char dir[512], paths[4][600], out[600];
-    tp_dir("random", dir, sizeof dir);
-    tp_path(out, sizeof out, "%s/out", dir);
+    test_dir("prep_", "random", dir, sizeof dir);
+    test_path(out, sizeof out, "%s/out", dir);
     gptc_tokenizer *byte = NULL;
     CHECK_OK(gptc_tokenizer_open("byte", &byte));
     if (!byte) return;
@@ -580,7 +558,7 @@ TEST(prepare_random_vs_reference) {
 static void check_thread_invariance(const char *tokname, const char *tag, const char *const *texts,
                                     const size_t *lens, int n, const char *sep) {
     char dir[512], paths[4][600], first[600], out[600];
-    tp_dir(tag, dir, sizeof dir);
+    test_dir("prep_", tag, dir, sizeof dir);
     write_inputs(dir, "in", texts, lens, n, paths);
     gptc_tokenizer *tok = NULL;
     CHECK_OK(gptc_tokenizer_open(tokname, &tok));
@@ -595,7 +573,7 @@ static void check_thread_invariance(const char *tokname, const char *tag, const 
             run r = {.tokenizer = tokname, .threads = threads, .chunk = chunks[c], .shard_tokens = 20000,
                      .f = 0.2f, .sep = sep};
             if (runs == 0) {
-                tp_path(first, sizeof first, "%s/out_first", dir);
+                test_path(first, sizeof first, "%s/out_first", dir);
                 check_against_ref(tok, &r, texts, lens, n, paths, first);
                 toks all = {0};
                 read_split(first, false, &all);
@@ -603,7 +581,7 @@ static void check_thread_invariance(const char *tokname, const char *tag, const 
                 CHECK_MSG(toks_equal(&all, &whole), "%s: the shards differ from encoding each document whole", tokname);
                 toks_free(&all);
             } else {
-                tp_path(out, sizeof out, "%s/out_%zu_%d", dir, chunks[c], threads);
+                test_path(out, sizeof out, "%s/out_%zu_%d", dir, chunks[c], threads);
                 gptc_prepare_result res;
                 CHECK_OK(do_prepare(&r, paths, n, out, &res));
                 CHECK_MSG(same_tree(first, out), "%s: chunk %zu, %d threads differ from the first run", tokname,
@@ -690,8 +668,8 @@ TEST(prepare_safe_cut_gpt2) {
 
 TEST(prepare_manifest) {
     char dir[512], paths[2][600], out[600], mpath[700];
-    tp_dir("manifest", dir, sizeof dir);
-    tp_path(out, sizeof out, "%s/out", dir);
+    test_dir("prep_", "manifest", dir, sizeof dir);
+    test_path(out, sizeof out, "%s/out", dir);
     const char *texts[2] = {"one two three four five", "six seven eight"};
     size_t lens[2] = {23, 15};
     write_inputs(dir, "in", texts, lens, 2, paths);
@@ -700,7 +678,7 @@ TEST(prepare_manifest) {
     CHECK_OK(do_prepare(&r, paths, 2, out, &res));
     char *text = NULL;
     size_t len = 0;
-    CHECK_OK(gptc_file_read_all(tp_path(mpath, sizeof mpath, "%s/meta.json", out), &text, &len));
+    CHECK_OK(gptc_file_read_all(test_path(mpath, sizeof mpath, "%s/meta.json", out), &text, &len));
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     CHECK(root != NULL);
     if (!root) return;
@@ -732,7 +710,7 @@ TEST(prepare_manifest) {
         snprintf(want, sizeof want, "%s_%06d.bin", split, val ? nval++ : ntrain++);
         CHECK_MSG(strcmp(file, want) == 0, "shard %d is %s, expected %s", i, file, want);
         gptc_shard s;
-        CHECK_OK(gptc_shard_open(&s, tp_path(spath, sizeof spath, "%s/%s", out, file)));
+        CHECK_OK(gptc_shard_open(&s, test_path(spath, sizeof spath, "%s/%s", out, file)));
         CHECK(s.ntok == (size_t)tokens && tokens <= 10);
         gptc_shard_close(&s);
         sum[val] += (uint64_t)tokens;
@@ -750,18 +728,18 @@ TEST(prepare_manifest) {
     CHECK_OK(gptc_data_meta_read(out, &m, &found));
     CHECK(found && m.has_vocab_crc && m.vocab_crc == 0 && m.vocab == 257);
     const char *old = "{\"tokenizer\": \"byte\", \"vocab\": 257, \"eot\": 256, \"train_tokens\": 9, \"val_tokens\": 1}\n";
-    write_bytes(mpath, old, strlen(old));
+    test_write_file(mpath, old, strlen(old));
     CHECK_OK(gptc_data_meta_read(out, &m, &found));
     CHECK(found && !m.has_vocab_crc && m.vocab == 257);
     const char *crc = "{\"tokenizer\": \"gpt2\", \"vocab\": 50257, \"eot\": 50256, \"vocab_crc32c\": \"DEADbeef\"}";
-    write_bytes(mpath, crc, strlen(crc));
+    test_write_file(mpath, crc, strlen(crc));
     CHECK_OK(gptc_data_meta_read(out, &m, &found));
     CHECK(found && m.has_vocab_crc && m.vocab_crc == 0xdeadbeefu);
     const char *bad[] = {"{\"tokenizer\": \"byte\", \"vocab\": 257, \"eot\": 256, \"vocab_crc32c\": \"xyz\"}",
                          "{\"tokenizer\": \"byte\", \"vocab\": 257, \"eot\": 256, \"vocab_crc32c\": 5}",
                          "{\"tokenizer\": \"byte\", \"vocab\": 257, \"eot\": 256, \"vocab_crc32c\": \"123456789\"}"};
     for (int i = 0; i < 3; i++) {
-        write_bytes(mpath, bad[i], strlen(bad[i]));
+        test_write_file(mpath, bad[i], strlen(bad[i]));
         CHECK_EQ_INT(gptc_data_meta_read(out, &m, &found), GPTC_ERR_FORMAT);
         CHECK(!found && strstr(gptc_last_error(), "vocab_crc32c") != NULL);
     }
@@ -792,11 +770,11 @@ static void expect_refusal(const gptc_prepare_options *o, gptc_status want, cons
 
 TEST(prepare_refusals) {
     char dir[512], good[600], empty[600], missing[600], out[600], under[700];
-    tp_dir("bad", dir, sizeof dir);
-    write_bytes(tp_path(good, sizeof good, "%s/good.txt", dir), "text", 4);
-    write_bytes(tp_path(empty, sizeof empty, "%s/empty.txt", dir), "", 0);
-    tp_path(missing, sizeof missing, "%s/missing.txt", dir);
-    tp_path(out, sizeof out, "%s/out", dir);
+    test_dir("prep_", "bad", dir, sizeof dir);
+    test_write_file(test_path(good, sizeof good, "%s/good.txt", dir), "text", 4);
+    test_write_file(test_path(empty, sizeof empty, "%s/empty.txt", dir), "", 0);
+    test_path(missing, sizeof missing, "%s/missing.txt", dir);
+    test_path(out, sizeof out, "%s/out", dir);
 
     gptc_prepare_options o;
     gptc_prepare_options_default(&o);
@@ -832,7 +810,7 @@ TEST(prepare_refusals) {
     expect_refusal(&o, GPTC_ERR_ARG, "--out: missing", out);
     o.out = good; /* a file, not a folder */
     expect_refusal(&o, GPTC_ERR_ARG, "not a folder", out);
-    o.out = tp_path(under, sizeof under, "%s/sub/dir", good); /* a folder under a file */
+    o.out = test_path(under, sizeof under, "%s/sub/dir", good); /* a folder under a file */
     expect_refusal(&o, GPTC_ERR_ARG, "good.txt exists and is not a folder", out);
     CHECK(exists(good));
 
@@ -842,7 +820,7 @@ TEST(prepare_refusals) {
     CHECK_OK(gptc_prepare_run(&o, &res));
     CHECK_EQ_INT(res.train_tokens + res.val_tokens, 10);
     char keep[600];
-    tp_path(keep, sizeof keep, "%s/keep", dir);
+    test_path(keep, sizeof keep, "%s/keep", dir);
     CHECK_OK(gptc_prepare_run(&(gptc_prepare_options){.tokenizer = "byte", .inputs = inputs, .ninputs = 2, .out = keep,
                                                   .val_fraction = 0.1f, .shard_tokens = 100},
                           &res));
@@ -872,8 +850,8 @@ static void fake_state_free(gptc_tok_state *s) {}
 
 TEST(prepare_bad_ids) {
     char dir[512], paths[2][600], out[600];
-    tp_dir("ids", dir, sizeof dir);
-    tp_path(out, sizeof out, "%s/out", dir);
+    test_dir("prep_", "ids", dir, sizeof dir);
+    test_path(out, sizeof out, "%s/out", dir);
     gptc_tokenizer fake = {.name = "fake", .vocab = 257, .eot = 256, .files_crc = 0xdeadbeefu,
                            .state_new = fake_state_new, .state_free = fake_state_free, .encode = fake_encode};
     char *t = gen_text(3, 50000);
@@ -896,7 +874,7 @@ TEST(prepare_bad_ids) {
     CHECK(!exists(out));
 
     fake.vocab = 70001; /* refused before anything is written */
-    tp_path(out, sizeof out, "%s/out_vocab", dir);
+    test_path(out, sizeof out, "%s/out_vocab", dir);
     CHECK_EQ_INT(do_prepare(&r, paths, 2, out, &res), GPTC_ERR_ARG);
     CHECK(strstr(gptc_last_error(), "70001 ids do not fit") != NULL);
     CHECK(!exists(out) && !res.output_started);
@@ -968,9 +946,9 @@ static int midway_child(midway_kind kind, char paths[][600], int n, const char *
 
 TEST(prepare_fail_midway) {
     char dir[512], paths[2][600], out[600], keep[600];
-    tp_dir("midway", dir, sizeof dir);
-    tp_path(out, sizeof out, "%s/out", dir);
-    tp_path(keep, sizeof keep, "%s/keep", dir);
+    test_dir("prep_", "midway", dir, sizeof dir);
+    test_path(out, sizeof out, "%s/out", dir);
+    test_path(keep, sizeof keep, "%s/keep", dir);
     char *t = gen_text(9, 40000);
     const char *texts[2] = {t, t};
     size_t lens[2] = {40000, 40000};
@@ -1022,8 +1000,8 @@ static void log_progress(void *user, uint64_t done, uint64_t total, uint64_t tok
 
 TEST(prepare_progress) {
     char dir[512], paths[1][600], out[600];
-    tp_dir("progress", dir, sizeof dir);
-    tp_path(out, sizeof out, "%s/out", dir);
+    test_dir("prep_", "progress", dir, sizeof dir);
+    test_path(out, sizeof out, "%s/out", dir);
     char *t = gen_text(4, 30000);
     const char *texts[1] = {t};
     size_t lens[1] = {30000};
@@ -1052,7 +1030,7 @@ TEST(prepare_progress) {
  * does not depend on the thread count. */
 TEST(prepare_forced_cuts) {
     char dir[512], paths[1][600], a[600], b[600];
-    tp_dir("forced", dir, sizeof dir);
+    test_dir("prep_", "forced", dir, sizeof dir);
     size_t len = 20000;
     char *t = malloc(len);
     for (size_t i = 0; i < len; i++) t[i] = i % 3 == 2 ? (char)0xa9 : i % 3 == 1 ? (char)0xc3 : 'x'; /* "xé" runs */
@@ -1060,9 +1038,9 @@ TEST(prepare_forced_cuts) {
     write_inputs(dir, "in", texts, &len, 1, paths);
     run r = {.threads = 1, .chunk = 10, .f = 0.5f};
     gptc_prepare_result res;
-    CHECK_OK(do_prepare(&r, paths, 1, tp_path(a, sizeof a, "%s/a", dir), &res));
+    CHECK_OK(do_prepare(&r, paths, 1, test_path(a, sizeof a, "%s/a", dir), &res));
     r.threads = 4;
-    CHECK_OK(do_prepare(&r, paths, 1, tp_path(b, sizeof b, "%s/b", dir), &res));
+    CHECK_OK(do_prepare(&r, paths, 1, test_path(b, sizeof b, "%s/b", dir), &res));
     CHECK(same_tree(a, b));
     CHECK_EQ_INT(res.train_tokens + res.val_tokens, len + 1);
     /* val starts at the first forced cut at or after byte 10000, on a character start */
@@ -1135,9 +1113,9 @@ static long peak_growth_kb(char paths[][600], const char *out) {
  * the file (the old in-memory version needed 7 times the file: text, int ids, uint16 tokens). */
 TEST(prepare_memory_bound) {
     char dir[512], paths[1][600], out[600];
-    tp_dir("memory", dir, sizeof dir);
-    tp_path(out, sizeof out, "%s/out", dir);
-    tp_path(paths[0], sizeof paths[0], "%s/big.txt", dir);
+    test_dir("prep_", "memory", dir, sizeof dir);
+    test_path(out, sizeof out, "%s/out", dir);
+    test_path(paths[0], sizeof paths[0], "%s/big.txt", dir);
     long grew[2];
     size_t mb[2] = {8, 48};
     for (int i = 0; i < 2; i++) {
@@ -1166,11 +1144,11 @@ TEST(prepare_cli) {
         return;
     }
     char dir[512], in[600], out[600], cmd[4096], missing[600], *o = NULL;
-    tp_dir("cli", dir, sizeof dir);
+    test_dir("prep_", "cli", dir, sizeof dir);
     const char *text = "one two\n\nthree four\n\nfive six"; /* 29 bytes; val from byte ceil(20.3) */
-    write_bytes(tp_path(in, sizeof in, "%s/in.txt", dir), text, strlen(text));
-    tp_path(out, sizeof out, "%s/out", dir);
-    tp_path(missing, sizeof missing, "%s/missing.txt", dir);
+    test_write_file(test_path(in, sizeof in, "%s/in.txt", dir), text, strlen(text));
+    test_path(out, sizeof out, "%s/out", dir);
+    test_path(missing, sizeof missing, "%s/missing.txt", dir);
 
     snprintf(cmd, sizeof cmd, "%s prepare --tokenizer bytes %s --out %s --threads 2 --doc-separator '\\n\\n' "
                               "--val-fraction 0.3 --shard-tokens 10", bin, in, out);
@@ -1202,12 +1180,12 @@ TEST(prepare_cli) {
         o = NULL;
     }
     char x[700];
-    CHECK(!exists(tp_path(x, sizeof x, "%s/x", dir)));
+    CHECK(!exists(test_path(x, sizeof x, "%s/x", dir)));
 
     /* a write failure mid-way (a file size limit; the signal ignored so that write fails) is 1 */
     char big[600];
     char *t = gen_text(2, 300000);
-    write_bytes(tp_path(big, sizeof big, "%s/big.txt", dir), t, 300000);
+    test_write_file(test_path(big, sizeof big, "%s/big.txt", dir), t, 300000);
     free(t);
     snprintf(cmd, sizeof cmd, "trap '' XFSZ; ulimit -f 100; %s prepare %s --out %s/x", bin, big, dir);
     CHECK_EQ_INT(test_run(cmd, &o), 1);
@@ -1221,11 +1199,11 @@ TEST(prepare_cli) {
     if (g) {
         gptc_tokenizer_free(g);
         char vdir[600], vpath[700];
-        tp_dir("cli_vocab", vdir, sizeof vdir);
-        write_bytes(tp_path(vpath, sizeof vpath, "%s/encoder.json", vdir), "{\"a\": ", 6);
-        write_bytes(tp_path(vpath, sizeof vpath, "%s/vocab.bpe", vdir), "#version: 0.2\n", 14);
+        test_dir("prep_", "cli_vocab", vdir, sizeof vdir);
+        test_write_file(test_path(vpath, sizeof vpath, "%s/encoder.json", vdir), "{\"a\": ", 6);
+        test_write_file(test_path(vpath, sizeof vpath, "%s/vocab.bpe", vdir), "#version: 0.2\n", 14);
         for (int i = 0; i < 2; i++) {
-            if (i == 1) remove(tp_path(vpath, sizeof vpath, "%s/encoder.json", vdir));
+            if (i == 1) remove(test_path(vpath, sizeof vpath, "%s/encoder.json", vdir));
             snprintf(cmd, sizeof cmd, "GPTC_VOCAB_DIR=%s %s prepare --tokenizer gpt2 %s --out %s/x", vdir, bin, in, dir);
             CHECK_EQ_INT(test_run(cmd, &o), 2);
             CHECK_MSG(o && strstr(o, "--tokenizer gpt2") && strstr(o, "encoder.json") && count_lines(o) == 1, "%s",

@@ -1,7 +1,9 @@
 /* test_util.c — helpers shared by the tests: a scratch folder, running the CLI, error measures. */
 #include "test.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,4 +73,25 @@ double test_rel_err_d(const double *a, const double *b, size_t n) {
         if (fabs(b[i]) > maxref) maxref = fabs(b[i]);
     }
     return maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
+}
+
+const char *test_dir(const char *prefix, const char *name, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%s%s", test_tmpdir(), prefix, name);
+    mkdir(buf, 0755);
+    return buf;
+}
+
+const char *test_path(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+void test_write_file(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) { perror(path); abort(); }
+    if (len && fwrite(data, 1, len, f) != len) { perror(path); abort(); }
+    fclose(f);
 }

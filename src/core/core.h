@@ -30,6 +30,15 @@ void gptc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *gptc_alloc(size_t bytes, const char *what);
 void gptc_free(void *p);
 
+/* A float buffer that grows on demand and is then reused: kernels keep one per thread
+ * (`static _Thread_local gptc_workspace w;`), so every call after the first allocates nothing.
+ * Aborts when the allocation fails (kernels have no status to return). 64-byte aligned. */
+typedef struct gptc_workspace {
+    float *buf;
+    size_t cap; /* floats */
+} gptc_workspace;
+float *gptc_workspace_get(gptc_workspace *w, size_t nfloats);
+
 /* Arena planning: sizes first, then one allocation, then views. Offsets are in floats and
  * aligned to 16 floats (64 bytes). */
 typedef struct gptc_plan {

@@ -19,6 +19,16 @@ void *gptc_alloc(size_t bytes, const char *what) {
 
 void gptc_free(void *p) { free(p); }
 
+float *gptc_workspace_get(gptc_workspace *w, size_t nfloats) {
+    if (nfloats > w->cap) {
+        gptc_free(w->buf);
+        w->buf = gptc_alloc(nfloats * sizeof(float), "kernel workspace");
+        GPTC_ASSERT(w->buf != NULL);
+        w->cap = nfloats;
+    }
+    return w->buf;
+}
+
 size_t gptc_plan_take(gptc_plan *p, size_t nfloats) {
     size_t off = p->used;
     p->used += (nfloats + 15) & ~(size_t)15;

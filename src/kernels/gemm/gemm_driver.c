@@ -11,18 +11,7 @@
 
 /* ---- workspace: one A block per thread, one B panel per calling thread; grows once, then reused */
 
-static _Thread_local float *tl_apack, *tl_bpack;
-static _Thread_local size_t tl_acap, tl_bcap;
-
-static float *workspace(float **buf, size_t *cap, size_t nfloats) {
-    if (nfloats > *cap) {
-        gptc_free(*buf);
-        *buf = gptc_alloc(nfloats * sizeof(float), "gemm packing buffer");
-        GPTC_ASSERT(*buf != NULL);
-        *cap = nfloats;
-    }
-    return *buf;
-}
+static _Thread_local gptc_workspace tl_apack, tl_bpack;
 
 /* ---- portable packers */
 
@@ -68,7 +57,7 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
     gptc_gemm_pack pack_a = g->pack_a ? g->pack_a : pack_panels;
     gptc_gemm_pack pack_b = g->pack_b ? g->pack_b : pack_panels;
     const int kcmax = GEMM_MIN(KC, K);
-    float *bpack = workspace(&tl_bpack, &tl_bcap, (size_t)kcmax * round_up((size_t)GEMM_MIN(NC, N), NR));
+    float *bpack = gptc_workspace_get(&tl_bpack, (size_t)kcmax * round_up((size_t)GEMM_MIN(NC, N), NR));
     const double flops = 2.0 * M * N * K;
     const int nth = flops < 4e6 ? 1 : omp_get_max_threads();
     const int nic = (M + MC - 1) / MC;
@@ -76,7 +65,7 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
 #pragma omp parallel num_threads(nth)
     {
         const int nt = omp_get_num_threads();
-        float *apack = workspace(&tl_apack, &tl_acap, (size_t)kcmax * round_up((size_t)GEMM_MIN(MC, M), MR));
+        float *apack = gptc_workspace_get(&tl_apack, (size_t)kcmax * round_up((size_t)GEMM_MIN(MC, M), MR));
         for (int jc = 0; jc < N; jc += NC) {
             const int nc = GEMM_MIN(NC, N - jc), npan = (nc + NR - 1) / NR;
             /* Split each A block's columns into chunks so that every thread gets work when M is small. */

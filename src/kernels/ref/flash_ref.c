@@ -11,6 +11,10 @@
 
 enum { BR = 64, BC = 16 }; /* query rows per forward task, keys per tile */
 
+/* per-thread scratch, grown on the first call and reused: nothing is allocated in a training step */
+static _Thread_local gptc_workspace tl_rows, tl_tiles;
+static _Thread_local gptc_workspace tl_acc;
+
 static float dotf(const float *a, const float *b, int n) {
     float s = 0;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
@@ -34,9 +38,8 @@ void gptc_flash_fwd_ref(float *o, float *lse, const float *q, const float *k, co
     const long ntasks = (long)B * NH * ntiles;
 #pragma omp parallel
     {
-        float *acc = malloc((size_t)BR * HS * sizeof *acc);
+        float *acc = gptc_workspace_get(&tl_acc, (size_t)BR * HS);
         float m[BR], l[BR], s[BC], z[BC];
-        GPTC_ASSERT(acc);
         /* each task writes its own rows of o and lse in a fixed order: thread-count independent */
 #pragma omp for schedule(dynamic, 1)
         for (long task = 0; task < ntasks; task++) {
@@ -76,7 +79,6 @@ void gptc_flash_fwd_ref(float *o, float *lse, const float *q, const float *k, co
                 lse[bh * T + i] = m[r] + logf(l[r]);
             }
         }
-        free(acc);
     }
 }
 
@@ -90,10 +92,9 @@ void gptc_flash_bwd_ref(float *dq, float *dk, float *dv, const float *do_, const
     const uint32_t thr = gptc_flash_threshold(dropout);
 #pragma omp parallel
     {
-        float *D = malloc((size_t)T * sizeof *D);
-        float *dkt = malloc((size_t)BC * HS * sizeof *dkt), *dvt = malloc((size_t)BC * HS * sizeof *dvt);
+        float *D = gptc_workspace_get(&tl_rows, (size_t)T);
+        float *dkt = gptc_workspace_get(&tl_tiles, 2 * (size_t)BC * HS), *dvt = dkt + (size_t)BC * HS;
         float z[BC];
-        GPTC_ASSERT(D && dkt && dvt);
 #pragma omp for schedule(dynamic, 1)
         for (long bhl = 0; bhl < (long)B * NH; bhl++) {
             size_t bh = (size_t)bhl, off = bh * T * HS;
@@ -130,9 +131,6 @@ void gptc_flash_bwd_ref(float *dq, float *dk, float *dv, const float *do_, const
                     }
             }
         }
-        free(D);
-        free(dkt);
-        free(dvt);
     }
 }
 

@@ -14,6 +14,9 @@ void gptc_avx2_overlay_attention(gptc_kernels *k) { (void)k; }
 
 enum { BR = 64, BC = 8 }; /* query rows per forward task, keys per tile (one ymm) */
 
+/* per-thread scratch, grown on the first call and reused: nothing is allocated in a training step */
+static _Thread_local gptc_workspace tl_rows, tl_tiles;
+
 /* lanes < n set (n in 0..8) */
 static inline __m256i lanes_below(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -113,10 +116,9 @@ void gptc_flash_fwd_avx2(float *o, float *lse, const float *q, const float *k, c
     const long ntasks = (long)B * NH * ntiles;
 #pragma omp parallel
     {
-        float *kt = aligned_alloc(32, (size_t)HS * BC * sizeof(float));
-        float *acc = malloc((size_t)BR * HS * sizeof *acc);
+        float *kt = gptc_workspace_get(&tl_tiles, (size_t)HS * BC + (size_t)BR * HS);
+        float *acc = kt + (size_t)HS * BC; /* HS*BC is a multiple of the lanes: acc stays vector aligned */
         float m[BR], l[BR], pw[BC];
-        GPTC_ASSERT(kt && acc);
 #pragma omp for schedule(dynamic, 1)
         for (long task = 0; task < ntasks; task++) {
             size_t bh = (size_t)(task / ntiles);
@@ -153,8 +155,6 @@ void gptc_flash_fwd_avx2(float *o, float *lse, const float *q, const float *k, c
                 lse[bh * T + i] = m[r] + logf(l[r]);
             }
         }
-        free(kt);
-        free(acc);
     }
 }
 
@@ -167,9 +167,9 @@ void gptc_flash_bwd_avx2(float *dq, float *dk, float *dv, const float *do_, cons
     const size_t tile = (size_t)HS * BC;
 #pragma omp parallel
     {
-        float *D = malloc((size_t)T * sizeof *D);
+        float *D = gptc_workspace_get(&tl_rows, (size_t)T);
         /* kt, vt: the packed key and value tiles; dkt, dvt: their gradients, same (HS,8) layout */
-        float *buf = aligned_alloc(32, 4 * tile * sizeof(float));
+        float *buf = gptc_workspace_get(&tl_tiles, 4 * tile);
         float *kt = buf, *vt = buf + tile, *dkt = buf + 2 * tile, *dvt = buf + 3 * tile;
         float dsw[BC];
         GPTC_ASSERT(D && buf);
@@ -214,7 +214,5 @@ void gptc_flash_bwd_avx2(float *dq, float *dk, float *dv, const float *do_, cons
                     }
             }
         }
-        free(D);
-        free(buf);
     }
 }

@@ -15,6 +15,9 @@ void gptc_avx512_overlay_attention(gptc_kernels *k) { (void)k; }
 
 enum { BR = 64, BC = 16 }; /* query rows per forward task, keys per tile (one zmm) */
 
+/* per-thread scratch, grown on the first call and reused: nothing is allocated in a training step */
+static _Thread_local gptc_workspace tl_rows, tl_tiles;
+
 /* exp(x), Cephes expf's range reduction and polynomial (about 1 ulp); 2^n applied by scalef so
  * that large negative inputs underflow cleanly to 0. */
 static inline __m512 exp16(__m512 x) {
@@ -97,10 +100,9 @@ void gptc_flash_fwd_avx512(float *o, float *lse, const float *q, const float *k,
     const long ntasks = (long)B * NH * ntiles;
 #pragma omp parallel
     {
-        float *kt = aligned_alloc(64, (size_t)HS * BC * sizeof(float));
-        float *acc = malloc((size_t)BR * HS * sizeof *acc);
+        float *kt = gptc_workspace_get(&tl_tiles, (size_t)HS * BC + (size_t)BR * HS);
+        float *acc = kt + (size_t)HS * BC; /* HS*BC is a multiple of the lanes: acc stays vector aligned */
         float m[BR], l[BR], pw[BC];
-        GPTC_ASSERT(kt && acc);
 #pragma omp for schedule(dynamic, 1)
         for (long task = 0; task < ntasks; task++) {
             size_t bh = (size_t)(task / ntiles);
@@ -137,8 +139,6 @@ void gptc_flash_fwd_avx512(float *o, float *lse, const float *q, const float *k,
                 lse[bh * T + i] = m[r] + logf(l[r]);
             }
         }
-        free(kt);
-        free(acc);
     }
 }
 
@@ -151,9 +151,9 @@ void gptc_flash_bwd_avx512(float *dq, float *dk, float *dv, const float *do_, co
     const size_t tile = (size_t)HS * BC;
 #pragma omp parallel
     {
-        float *D = malloc((size_t)T * sizeof *D);
+        float *D = gptc_workspace_get(&tl_rows, (size_t)T);
         /* kt, vt: the packed key and value tiles; dkt, dvt: their gradients, same (HS,16) layout */
-        float *buf = aligned_alloc(64, 4 * tile * sizeof(float));
+        float *buf = gptc_workspace_get(&tl_tiles, 4 * tile);
         float *kt = buf, *vt = buf + tile, *dkt = buf + 2 * tile, *dvt = buf + 3 * tile;
         float dsw[BC];
         GPTC_ASSERT(D && buf);
@@ -198,7 +198,5 @@ void gptc_flash_bwd_avx512(float *dq, float *dk, float *dv, const float *do_, co
                     }
             }
         }
-        free(D);
-        free(buf);
     }
 }
