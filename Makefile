@@ -69,15 +69,16 @@ test: setup
 	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/gptc_tests
 	$(BUILD)/gptc_tests
 
-# Regenerates the PyTorch reference fixture (needs Debian's python3-torch).
+# Regenerates the PyTorch reference fixtures, tanh and erf GELU (needs Debian's python3-torch).
 fixtures: setup
 	@sh tools/setup.sh --torch
 	/usr/bin/python3 tools/make_torch_fixture.py tests/fixtures/gpt2_tiny_torch.safetensors
+	/usr/bin/python3 tools/make_torch_fixture.py --gelu erf tests/fixtures/gpt2_tiny_torch_erf.safetensors
 
 bench: setup
 	@sh tools/setup.sh --bench
 	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/bench_gemm $(BUILD)/bench_attention $(BUILD)/bench_tokenizer
-	$(BUILD)/bench_gemm
+	LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp $(BUILD)/bench_gemm
 	$(BUILD)/bench_attention
 	sh bench/train_e2e.sh
 

@@ -3,17 +3,37 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "kernels/kernels.h"
 
 typedef void (*gemm_fn)(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                        float beta, float *C, int ldc);
+                        float beta, const float *bias, float *C, int ldc);
 
 static void blas_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                      float beta, float *C, int ldc) {
+                      float beta, const float *bias, float *C, int ldc) {
+    (void)bias; /* always NULL here: the bench times the product alone */
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
                 lda, B, ldb, beta, C, ldc);
+}
+
+/* The OpenBLAS library this process mapped (Debian's openblas-openmp or openblas-pthread build,
+ * chosen by the alternatives system or LD_LIBRARY_PATH). */
+static void loaded_blas(char *out, size_t cap) {
+    snprintf(out, cap, "unknown");
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        char *path = strchr(line, '/');
+        if (path && strstr(path, "libopenblas")) {
+            path[strcspn(path, "\n")] = 0;
+            snprintf(out, cap, "%s", path);
+            break;
+        }
+    }
+    fclose(f);
 }
 
 static int by_value(const void *a, const void *b) {
@@ -29,10 +49,10 @@ static double measure(gemm_fn f, int ta, int tb, int M, int N, int K, const floa
     int n = 0;
     double spent = 0;
     int lda = ta ? M : K, ldb = tb ? K : N;
-    f(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); /* warm-up: workspace, page faults */
+    f(ta, tb, M, N, K, A, lda, B, ldb, beta, NULL, C, ldc); /* warm-up: workspace, page faults */
     while (n < 15) {
         double t0 = gptc_now();
-        f(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        f(ta, tb, M, N, K, A, lda, B, ldb, beta, NULL, C, ldc);
         t[n] = gptc_now() - t0;
         spent += t[n++];
         if (t[0] > max_one) break;
@@ -55,8 +75,10 @@ int main(void) {
     for (size_t i = 0; i < cmax; i++) Cb[i] = 0.0f;
 
     double peak[3] = {0, gptc_peak_gflops(1), gptc_peak_gflops(2)};
-    printf("gemm: gptc %s vs ref vs OpenBLAS %s; peak %.0f GFLOP/s (1 thread), %.0f (2 threads)\n\n",
-           best->variant, openblas_get_config(), peak[1], peak[2]);
+    char blas[512];
+    loaded_blas(blas, sizeof blas);
+    printf("gemm: gptc %s vs ref vs OpenBLAS %s (%s); peak %.0f GFLOP/s (1 thread), %.0f (2 threads)\n\n",
+           best->variant, openblas_get_config(), blas, peak[1], peak[2]);
     printf("| B·T | product | M×N×K | op | thr | gptc %s GFLOP/s (%% peak) | gptc ref | OpenBLAS |\n", best->variant);
     printf("|---|---|---|---|---|---|---|---|\n");
     for (int b = 0; b < 2; b++) {

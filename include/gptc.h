@@ -31,20 +31,35 @@ const char *gptc_status_name(gptc_status st);
 
 /* ---------------------------------------------------------------- model */
 
+/* The MLP's activation: one of three GELU forms. The tanh form is GPT-2's and is 0, so a config
+ * zeroed or written without the field keeps GPT-2's behaviour. Hugging Face calls them "gelu_new",
+ * "gelu" and "quick_gelu" (config.json's activation_function). */
+typedef enum gptc_gelu_kind {
+    GPTC_GELU_KIND_TANH = 0, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    GPTC_GELU_KIND_ERF,      /* exact: 0.5 x (1 + erf(x / sqrt2)) */
+    GPTC_GELU_KIND_SIGMOID,  /* x sigmoid(1.702 x) */
+} gptc_gelu_kind;
+
 typedef struct gptc_model_config {
     int layers;   /* L: transformer blocks */
     int heads;    /* NH: attention heads; must divide channels */
     int channels; /* C: embedding width */
     int context;  /* maxT: positions (wpe rows) */
     int vocab;    /* V: real vocabulary size; the model pads it internally to padded_vocab() */
+    gptc_gelu_kind gelu; /* the GELU form of every MLP (0: tanh, GPT-2's) */
 } gptc_model_config;
+
+/* "tanh", "erf" or "sigmoid" (the names `gptc train --gelu` takes); "?" for a value out of range. */
+const char *gptc_gelu_name(gptc_gelu_kind g);
+/* Parses one of those names into *out; anything else is GPTC_ERR_ARG naming --gelu and the choices. */
+gptc_status gptc_gelu_from_name(const char *name, gptc_gelu_kind *out);
 
 /* Fills *cfg from a preset name: gpt2, gpt2-medium, gpt2-large, gpt2-xl, or the small CPU presets
  * tiny, small-cpu (see gptc_model_preset_names()). */
 gptc_status gptc_model_preset(const char *name, gptc_model_config *cfg);
 /* A comma-separated list of the preset names, for help text. */
 const char *gptc_model_preset_names(void);
-/* Checks a configuration: sizes positive, heads divide channels. */
+/* Checks a configuration: sizes positive, heads divide channels, a known GELU form. */
 gptc_status gptc_model_config_check(const gptc_model_config *cfg);
 /* The vocabulary rounded up to a multiple of 64 (the padded rows never change a loss or a sample). */
 int gptc_padded_vocab(int vocab);
@@ -80,6 +95,9 @@ typedef struct gptc_train_options {
     int eval_batches;      /* micro-batches per evaluation */
     int threads;           /* OpenMP threads (0: all cores) */
     int naive_attention;   /* 1: the reference attention that stores (B,NH,T,T) scores; 0: flash */
+    int no_fusion;         /* 1: separate residual and LayerNorm kernels and the whole (B,T,V) logits
+                            * (the unfused baseline); 0: fused residual+LayerNorm and the classifier +
+                            * cross-entropy in chunks of rows, logits never whole */
     int sample_every;      /* steps between samples in the log (0: none); needs the data's tokenizer */
     int sample_tokens;     /* tokens per sample */
 } gptc_train_options;

@@ -62,6 +62,8 @@ TEST(cli_refuses_bad_values) {
     R("--seq 512", "train --data %s --ckpt %s --seq 512", d, ck);
     R("--total-batch 1000", "train --data %s --ckpt %s --batch 4 --seq 64 --total-batch 1000", d, ck);
     R("--model gpt7", "train --data %s --ckpt %s --model gpt7", d, ck);
+    R("--gelu fast: unknown GELU form (expected tanh, erf or sigmoid)", "train --data %s --ckpt %s --gelu fast", d, ck);
+    R("--gelu", "train --data %s --ckpt %s --gelu", d, ck);
     R("--data", "train --ckpt %s", ck);
     R("/nonexistent/x.bin", "train --data /nonexistent/x.bin --ckpt %s", ck);
     R("/etc/hostname", "train --data /etc/hostname --ckpt %s", ck);
@@ -87,7 +89,7 @@ TEST(cli_help_lists_every_option) {
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd, "%s train --help", test_gptc_bin());
     CHECK_EQ_INT(test_run(cmd, &out), 0);
-    const char *flags[] = {"--model", "--layers", "--heads", "--channels", "--context", "--vocab", "--data",
+    const char *flags[] = {"--model", "--layers", "--heads", "--channels", "--context", "--vocab", "--gelu", "--data",
                            "--val-data", "--batch", "--total-batch", "--seq", "--steps", "--lr", "--warmup",
                            "--weight-decay", "--clip", "--seed", "--ckpt", "--ckpt-every", "--keep", "--eval-every",
                            "--threads"};
@@ -135,6 +137,7 @@ TEST(cli_train_resume_sample) {
     CHECK_MSG(out && regexec(&re, out, 0, NULL, 0) == 0, "no log line of the expected form in: %s", out);
     regfree(&re);
     CHECK(out && strstr(out, "val loss") && strstr(out, "checkpoint ") && strstr(out, "train: median"));
+    CHECK_MSG(out && strstr(out, "gelu tanh"), "the header does not name the GELU form: %s", out);
     CHECK_MSG(out && strstr(out, "sample at step 3:\n") && strstr(out, "sample at step 6:\n"), "no samples in the log: %s", out);
     free(out);
     /* raising --steps resumes from the checkpoint */
@@ -151,6 +154,11 @@ TEST(cli_train_resume_sample) {
     snprintf(cmd, sizeof cmd, "%s train --model tiny --channels 32 --data %s --ckpt %s --steps 9", test_gptc_bin(), d, ck);
     CHECK_EQ_INT(test_run(cmd, &out), 2);
     CHECK(out && strstr(out, "channels=64") && strstr(out, "channels=32"));
+    free(out);
+    /* so is another GELU form, in one line naming both */
+    snprintf(cmd, sizeof cmd, "%s train --model tiny --gelu erf --data %s --ckpt %s --steps 9", test_gptc_bin(), d, ck);
+    CHECK_EQ_INT(test_run(cmd, &out), 2);
+    CHECK_MSG(out && count_lines(out) == 1 && strstr(out, "--gelu tanh") && strstr(out, "--gelu erf"), "got: %s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "%s sample --ckpt %s --prompt 'ROMEO:' --tokens 20 --seed 3", test_gptc_bin(), ck);
     CHECK_EQ_INT(test_run(cmd, &out), 0);

@@ -1,5 +1,7 @@
 /* test_elementwise.c — the AVX2 and AVX-512 elementwise kernels against the reference (ragged and GPT-2
- * sizes, forward and accumulating backward), 1-vs-2-thread bit identity, GELU/tanh error bounds, timing. */
+ * sizes, forward and accumulating backward), the fused residual + LayerNorm and cross-entropy ops at
+ * every level against the reference's unfused pairs, 1-vs-2-thread bit identity, GELU/tanh error
+ * bounds, timing. */
 #include "test.h"
 
 #include "kernels/gelu.h"
@@ -31,6 +33,14 @@ static const int k_shapes[][2] = {{1, 1}, {3, 7}, {5, 17}, {2, 33}, {9, 100}, {7
 #define TOL_CE_PROBS 2e-5 /* vs double, relative to max prob: fast exp (~2 ulp) and the float sums (6e-6 at V = 50257) */
 #define TOL_CE_LOSS 2e-5  /* absolute vs double, losses up to ~25 */
 #define TOL_CE_REF 1e-4   /* vs the float reference, both probs (relative) and losses (absolute) */
+/* The fused ops. Each SIMD fused op is also compared with the same level's unfused pair: the residual +
+ * LayerNorm forward and the LayerNorm + residual backward do the same operations in the same order
+ * (bit-identical, tolerance 0); so does the reference level's fused op against the reference pair. */
+#define TOL_FUSED_LN TOL_LN       /* SIMD vs the float reference: out, mean, rstd, dinp (dw, db: 0) */
+#define TOL_FUSED_CE TOL_CE_REF     /* SIMD vs the float reference: dlogits (relative to |dloss|, and the
+                                     * non-target entries relative to their largest), losses absolute */
+#define TOL_FUSED_CE_D TOL_CE_PROBS /* vs double: dlogits relative to |dloss| (every level), non-target
+                                     * entries relative to their largest (SIMD; ref: TOL_CE_REF, as above) */
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) { /* uniform [-1, 1) */
@@ -257,10 +267,145 @@ TEST(elementwise_crossentropy) {
     print_notes();
 }
 
+/* ---- the fused ops, at every level (ref included), against the reference's unfused pairs ---- */
+
+static const char *const k_all_levels[] = {"ref", "avx2", "avx512"};
+#define NALL 3
+/* (N, C): ragged C (1, 7, 33, 100, 767), GPT-2's 768; small N, then N large enough that the LayerNorm
+ * backward runs several row chunks with a ragged last one */
+static const int k_fused_shapes[][2] = {{1, 1},   {3, 7},    {5, 17},  {2, 33},   {9, 100},  {7, 767},
+                                        {1, 768}, {64, 768}, {300, 768}, {2000, 33}, {40000, 1}, {700, 100}};
+#define NFUSED (sizeof k_fused_shapes / sizeof k_fused_shapes[0])
+
+TEST(elementwise_fused_residual_layernorm) {
+    const gptc_kernels *r = gptc_kernels_ref();
+    for (int l = 0; l < NALL; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_all_levels[l]);
+        if (!k) {
+            printf("    %s: not supported here, skipped\n", k_all_levels[l]);
+            continue;
+        }
+        const char *lv = k_all_levels[l];
+        double tol = l == 0 ? 0 : TOL_FUSED_LN;
+        for (size_t s = 0; s < NFUSED; s++) {
+            int N = k_fused_shapes[s][0], C = k_fused_shapes[s][1];
+            size_t nc = (size_t)N * C;
+            /* forward: a + b with an offset, as the residual stream has */
+            float *a = rnd(nc, 2), *b = rnd(nc, 1), *w = rnd(C, 1), *bias = rnd(C, 1);
+            for (size_t i = 0; i < nc; i++) a[i] += 0.5f;
+            float *res1 = rnd(nc, 1), *out1 = rnd(nc, 1), *m1 = rnd(N, 1), *s1 = rnd(N, 1);
+            float *res2 = rnd(nc, 1), *out2 = rnd(nc, 1), *m2 = rnd(N, 1), *s2 = rnd(N, 1);
+            float *res3 = rnd(nc, 1), *out3 = rnd(nc, 1), *m3 = rnd(N, 1), *s3 = rnd(N, 1);
+            k->residual_layernorm_fwd(res1, out1, m1, s1, a, b, w, bias, N, C);
+            r->residual_fwd(res2, a, b, nc);
+            r->layernorm_fwd(out2, m2, s2, res2, w, bias, N, C);
+            expect(lv, "res_ln_fwd res", res1, res2, nc, 0, nc);
+            expect(lv, "res_ln_fwd out", out1, out2, nc, tol, nc);
+            expect(lv, "res_ln_fwd mean", m1, m2, N, tol, nc);
+            expect(lv, "res_ln_fwd rstd", s1, s2, N, tol, nc);
+            k->residual_fwd(res3, a, b, nc); /* the same level's unfused pair: bit for bit */
+            k->layernorm_fwd(out3, m3, s3, res3, w, bias, N, C);
+            expect(lv, "res_ln_fwd = own pair out", out1, out3, nc, 0, nc);
+            expect(lv, "res_ln_fwd = own pair mean", m1, m3, N, 0, nc);
+            expect(lv, "res_ln_fwd = own pair rstd", s1, s3, N, 0, nc);
+            /* in place: res over a */
+            float *ai = dup(a, nc);
+            k->residual_layernorm_fwd(ai, out3, m3, s3, ai, b, w, bias, N, C);
+            expect(lv, "res_ln_fwd in place res", ai, res1, nc, 0, nc);
+            expect(lv, "res_ln_fwd in place out", out3, out1, nc, 0, nc);
+            /* backward, on the reference's mean/rstd; three ways of passing dskip */
+            float *d = rnd(nc, 1), *skip = rnd(nc, 1), *dw0 = rnd(C, 1), *db0 = rnd(C, 1);
+            for (int mode = 0; mode < 3; mode++) { /* 0: dskip separate, 1: NULL, 2: dskip aliasing dinp */
+                static const char *const dname[] = {"ln_bwd_res dinp (dskip)", "ln_bwd_res dinp (dskip NULL)",
+                                                    "ln_bwd_res dinp (dskip = dinp)"};
+                float *dx1 = mode == 2 ? dup(skip, nc) : rnd(nc, 1000); /* garbage must be overwritten */
+                float *dx2 = mode == 1 ? calloc(nc ? nc : 1, sizeof(float)) : dup(skip, nc);
+                float *dx3 = dup(dx2, nc);
+                float *dw1 = dup(dw0, C), *db1 = dup(db0, C), *dw2 = dup(dw0, C), *db2 = dup(db0, C);
+                float *dw3 = dup(dw0, C), *db3 = dup(db0, C);
+                const float *ds = mode == 0 ? skip : mode == 1 ? NULL : dx1;
+                k->layernorm_bwd_residual(dx1, dw1, db1, ds, d, res2, w, m2, s2, N, C);
+                r->layernorm_bwd(dx2, dw2, db2, d, res2, w, m2, s2, N, C);
+                k->layernorm_bwd(dx3, dw3, db3, d, res2, w, m2, s2, N, C);
+                expect(lv, dname[mode], dx1, dx2, nc, tol, nc);
+                expect(lv, "ln_bwd_res dw", dw1, dw2, C, 0, nc);
+                expect(lv, "ln_bwd_res db", db1, db2, C, 0, nc);
+                expect(lv, "ln_bwd_res = own pair dinp", dx1, dx3, nc, 0, nc);
+                expect(lv, "ln_bwd_res = own pair dw", dw1, dw3, C, 0, nc);
+                expect(lv, "ln_bwd_res = own pair db", db1, db3, C, 0, nc);
+                free(dx1), free(dx2), free(dx3), free(dw1), free(db1), free(dw2), free(db2), free(dw3), free(db3);
+            }
+            free(a), free(b), free(w), free(bias), free(ai), free(d), free(skip), free(dw0), free(db0);
+            free(res1), free(out1), free(m1), free(s1), free(res2), free(out2), free(m2), free(s2);
+            free(res3), free(out3), free(m3), free(s3);
+        }
+    }
+    print_notes();
+}
+
+TEST(elementwise_fused_crossentropy) {
+    static const int shapes[][3] = {{1, 1, 1}, {3, 7, 16}, {2, 17, 17}, {4, 65, 80}, {3, 1000, 1024}, {8, 50257, 50304}};
+    const gptc_kernels *r = gptc_kernels_ref();
+    for (int l = 0; l < NALL; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_all_levels[l]);
+        if (!k) continue;
+        const char *lv = k_all_levels[l];
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int N = shapes[s][0], V = shapes[s][1], Vp = shapes[s][2];
+            size_t nv = (size_t)N * Vp;
+            float dloss = s % 2 ? 1.0f / N : -0.37f;
+            float *z = rnd(nv, 8), *g1 = dup(z, nv), *p2 = rnd(nv, 1), *l1 = rnd(N, 1), *l2 = rnd(N, 1);
+            for (int i = 0; i < N; i++) /* padding columns hold garbage on entry */
+                for (int v = V; v < Vp; v++) g1[(size_t)i * Vp + v] = 1e30f;
+            int *tg = malloc(sizeof(int) * N);
+            for (int i = 0; i < N; i++) tg[i] = (int)((frand() + 1) * 0.5f * V) % V;
+            k->crossentropy_fused(l1, g1, tg, dloss, N, V, Vp);
+            /* the reference pair: crossentropy_fwd, then (probs - onehot) * dloss over the probs */
+            r->crossentropy_fwd(l2, p2, z, tg, N, V, Vp);
+            float *g2 = malloc(nv * sizeof(float)), *gd = malloc(nv * sizeof(float));
+            for (int i = 0; i < N; i++)
+                for (int v = 0; v < Vp; v++) {
+                    size_t j = (size_t)i * Vp + v;
+                    g2[j] = v < V ? (p2[j] - (v == tg[i] ? 1.0f : 0.0f)) * dloss : 0.0f;
+                }
+            double *ld = malloc((size_t)N * sizeof(double));
+            for (int i = 0; i < N; i++) { /* the double-precision truth */
+                const float *zr = z + (size_t)i * Vp;
+                double mx = -INFINITY, sum = 0;
+                for (int v = 0; v < V; v++) mx = fmax(mx, zr[v]);
+                for (int v = 0; v < V; v++) sum += exp(zr[v] - mx);
+                for (int v = 0; v < Vp; v++)
+                    gd[(size_t)i * Vp + v] = v < V ? (float)((exp(zr[v] - mx) / sum - (v == tg[i])) * dloss) : 0;
+                ld[i] = mx + log(sum) - zr[tg[i]];
+            }
+            g_floor = fabs(dloss); /* the whole gradient, on the scale of dloss (its target entries) */
+            expect(lv, "ce_fused dlogits vs ref", g1, g2, nv, l == 0 ? 0 : TOL_FUSED_CE, nv);
+            expect(lv, "ce_fused dlogits vs double", g1, gd, nv, TOL_FUSED_CE_D, nv);
+            g_floor = 0;
+            /* the softmax part alone (target entries zeroed), relative to its own largest entry: at
+             * V = 50257 the probabilities are ~1e-4, far below dloss, and get their own check */
+            for (int i = 0; i < N; i++) {
+                size_t j = (size_t)i * Vp + tg[i];
+                g1[j] = g2[j] = gd[j] = 0;
+            }
+            expect(lv, "ce_fused dlogits non-target vs ref", g1, g2, nv, l == 0 ? 0 : TOL_FUSED_CE, nv);
+            expect(lv, "ce_fused dlogits non-target vs double", g1, gd, nv, l == 0 ? TOL_CE_REF : TOL_FUSED_CE_D, nv);
+            for (int i = 0; i < N; i++) {
+                CHECK_NEAR(l1[i], l2[i], l == 0 ? 0 : TOL_FUSED_CE);
+                CHECK_NEAR(l1[i], ld[i], l == 0 ? TOL_CE_REF : TOL_CE_LOSS); /* ref: one sequential float sum */
+                for (int v = V; v < Vp; v++) CHECK(g1[(size_t)i * Vp + v] == 0);
+            }
+            free(z), free(g1), free(p2), free(l1), free(l2), free(tg), free(g2), free(gd), free(ld);
+        }
+    }
+    print_notes();
+}
+
 /* ---- 1 vs 2 threads: every entry, bit for bit, at sizes large enough to run in parallel ---- */
 
 static int g_nthreads_run;
-static void run_all(const gptc_kernels *k, int nth, float *out[12], const float *x, const float *d, const int *tok) {
+#define NOUT 17
+static void run_all(const gptc_kernels *k, int nth, float *out[NOUT], const float *x, const float *d, const int *tok) {
     int saved = omp_get_max_threads();
     omp_set_num_threads(nth);
     g_nthreads_run = nth;
@@ -276,6 +421,12 @@ static void run_all(const gptc_kernels *k, int nth, float *out[12], const float 
     k->encoder_bwd(out[10], out[10] + V * C, d, tok, 1, N, C);
     k->crossentropy_fwd(out[7] + 2 * N, out[11], x, tok, NV, Vv, Vp);
     k->crossentropy_bwd(out[11], out[11], tok, 0.5f, NV, Vv, Vp);
+    /* the fused ops: NF = 1024 rows of C = 768 run the LayerNorm backward in several row chunks */
+    const int NF = 1024;
+    k->residual_layernorm_fwd(out[12], out[13], out[14], out[14] + NF, x, d, d + 7, d + 9, NF, C);
+    k->layernorm_bwd_residual(out[15], out[14] + 2 * NF, out[14] + 2 * NF + C, d + 3, x + 1, out[12], d + 11,
+                              out[14], out[14] + NF, NF, C);
+    k->crossentropy_fused(out[14] + 2 * NF + 2 * C, out[16], tok, 0.5f, NV, Vv, Vp);
     omp_set_num_threads(saved);
 }
 
@@ -287,15 +438,15 @@ TEST(elementwise_threads_deterministic) {
     for (int l = 0; l < NLEVELS; l++) {
         const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
         if (!k) continue;
-        float *a[12], *b[12];
-        for (int i = 0; i < 12; i++) {
+        float *a[NOUT], *b[NOUT];
+        for (int i = 0; i < NOUT; i++) {
             a[i] = rnd(n, 1);
             b[i] = dup(a[i], n);
         }
         for (size_t i = 0; i < n; i++) a[5][i] = b[5][i] = fabsf(a[5][i]);
         run_all(k, 1, a, x, d, tok);
         run_all(k, 2, b, x, d, tok);
-        for (int i = 0; i < 12; i++) {
+        for (int i = 0; i < NOUT; i++) {
             CHECK_MSG(memcmp(a[i], b[i], n * sizeof(float)) == 0, "%s: output %d differs between 1 and 2 threads", k_levels[l], i);
             free(a[i]), free(b[i]);
         }

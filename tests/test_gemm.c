@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/gemm/gemm_driver.h"
 #include "kernels/kernels.h"
+#include "kernels/x86_avx512/avx512.h"
 #include "test.h"
 
 /* Tolerance: max |got - ref| <= 1e-5 * max |ref| over the logical C (K-sums up to 3072 terms). */
@@ -25,21 +27,23 @@ static float *rand_buf(size_t n) {
 }
 
 /* Runs one case on k and on the reference; returns the relative error (or INFINITY when the padding
- * columns of C were touched or a NaN survived). pad* widen the stored row strides. */
+ * columns of C were touched or a NaN survived). pad* widen the stored row strides; with_bias adds a
+ * random bias (N) in the epilogue. */
 static double gemm_case(const gptc_kernels *k, int ta, int tb, int M, int N, int K, int pada, int padb,
-                        int padc, float beta) {
+                        int padc, float beta, int with_bias) {
     const gptc_kernels *ref = gptc_kernels_ref();
     int arows = ta ? K : M, acols = ta ? M : K, brows = tb ? N : K, bcols = tb ? K : N;
     int lda = acols + pada, ldb = bcols + padb, ldc = N + padc;
     float *A = rand_buf((size_t)arows * lda), *B = rand_buf((size_t)brows * ldb);
     float *C = malloc((size_t)M * ldc * sizeof(float)), *R = malloc((size_t)M * ldc * sizeof(float));
+    float *bias = with_bias ? rand_buf((size_t)N) : NULL;
     for (size_t i = 0; i < (size_t)M * ldc; i++) {
         int col = (int)(i % ldc);
         C[i] = col >= N ? SENTINEL : beta == 0.0f ? NAN : rnd();
         R[i] = C[i];
     }
-    k->gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    ref->gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, R, ldc);
+    k->gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
+    ref->gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, bias, R, ldc);
     float *c = malloc((size_t)M * N * sizeof(float)), *r = malloc((size_t)M * N * sizeof(float));
     int bad = 0;
     for (int i = 0; i < M; i++) {
@@ -49,17 +53,63 @@ static double gemm_case(const gptc_kernels *k, int ta, int tb, int M, int N, int
         for (int j = 0; j < N; j++) bad |= isnan(C[(size_t)i * ldc + j]);
     }
     double err = bad ? INFINITY : test_rel_err_f(c, r, (size_t)M * N);
-    free(A), free(B), free(C), free(R), free(c), free(r);
+    free(A), free(B), free(C), free(R), free(c), free(r), free(bias);
     return err;
 }
 
 static const char *const k_levels[] = {"avx2", "avx512"};
 
+/* Each case with and without a bias. */
 static void check_case(const gptc_kernels *k, int ta, int tb, int M, int N, int K, int pada, int padb, int padc,
                        float beta) {
-    double err = gemm_case(k, ta, tb, M, N, K, pada, padb, padc, beta);
-    CHECK_MSG(err <= GEMM_TOL, "%s gemm ta=%d tb=%d M=%d N=%d K=%d pads %d/%d/%d beta=%g: rel err %g",
-              k->variant, ta, tb, M, N, K, pada, padb, padc, beta, err);
+    for (int wb = 0; wb < 2; wb++) {
+        double err = gemm_case(k, ta, tb, M, N, K, pada, padb, padc, beta, wb);
+        CHECK_MSG(err <= GEMM_TOL, "%s gemm ta=%d tb=%d M=%d N=%d K=%d pads %d/%d/%d beta=%g bias=%d: rel err %g",
+                  k->variant, ta, tb, M, N, K, pada, padb, padc, beta, wb, err);
+    }
+}
+
+/* The reference's bias is added last: exactly gemm without it, then bias_fwd. */
+TEST(gemm_ref_bias_is_gemm_then_bias) {
+    const gptc_kernels *ref = gptc_kernels_ref();
+    const int M = 37, N = 70, K = 50;
+    float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
+    float *C1 = rand_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof(float));
+    for (int beta = 0; beta < 2; beta++) {
+        memcpy(C2, C1, (size_t)M * N * sizeof(float));
+        ref->gemm(0, 0, M, N, K, A, K, B, N, (float)beta, bias, C1, N);
+        ref->gemm(0, 0, M, N, K, A, K, B, N, (float)beta, NULL, C2, N);
+        ref->bias_fwd(C2, bias, M, N);
+        CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0, "beta=%d: fused bias differs", beta);
+    }
+    free(A), free(B), free(bias), free(C1), free(C2);
+}
+
+/* The AVX-512 packer writes exactly what the portable packer writes (values and zero padding), for
+ * both layouts, both micro-panel widths and ragged rows / depths at offsets into a strided matrix. */
+TEST(gemm_pack_avx512_matches_portable) {
+    if (!gptc_kernels_level("avx512")) {
+        printf("    (no AVX-512 on this CPU: nothing to compare)\n");
+        return;
+    }
+    const int rs[] = {12, 32}, ms[] = {1, 11, 12, 13, 16, 17, 31, 32, 33, 45}, kcs[] = {1, 15, 16, 17, 100};
+    const int ldx = 140, rows = 120; /* covers i0 + m and k0 + kc either way round */
+    float *X = rand_buf((size_t)rows * ldx);
+    for (int ri = 0; ri < 2; ri++)
+        for (int trans = 0; trans < 2; trans++)
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++) {
+                    int r = rs[ri], m = ms[mi], kc = kcs[ki], i0 = 3, k0 = 5;
+                    size_t n = (size_t)((m + r - 1) / r) * r * kc;
+                    float *o1 = malloc(n * sizeof(float)), *o2 = malloc(n * sizeof(float));
+                    for (size_t i = 0; i < n; i++) o1[i] = o2[i] = NAN;
+                    gptc_gemm_pack_portable(trans, X, ldx, i0, k0, m, kc, r, o1);
+                    gptc_avx512_gemm_pack(trans, X, ldx, i0, k0, m, kc, r, o2);
+                    CHECK_MSG(memcmp(o1, o2, n * sizeof(float)) == 0, "r=%d trans=%d m=%d kc=%d: packs differ", r,
+                              trans, m, kc);
+                    free(o1), free(o2);
+                }
+    free(X);
 }
 
 TEST(gemm_ragged_shapes) {
@@ -118,15 +168,21 @@ TEST(gemm_deterministic_threads) {
             float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N);
             float *C1 = rand_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof(float));
             memcpy(C2, C1, (size_t)M * N * sizeof(float));
+            float *bias = rand_buf(N), *C0 = malloc((size_t)M * N * sizeof(float));
+            memcpy(C0, C1, (size_t)M * N * sizeof(float));
             int saved = omp_get_max_threads();
             omp_set_num_threads(1);
-            k->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, C1, N);
-            omp_set_num_threads(2);
-            k->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, C2, N);
+            k->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, C1, N);
+            /* 2, 3 and 4 threads: grids 1x2 / 2x1, 1x3 / 3x1 and 2x2 */
+            for (int nt = 2; nt <= 4; nt++) {
+                memcpy(C2, C0, (size_t)M * N * sizeof(float));
+                omp_set_num_threads(nt);
+                k->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, C2, N);
+                CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0,
+                          "%s gemm ta=%d tb=%d: 1 vs %d threads differ", k->variant, ta, tb, nt);
+            }
             omp_set_num_threads(saved);
-            CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0, "%s gemm ta=%d tb=%d: 1 vs 2 threads differ",
-                      k->variant, ta, tb);
-            free(A), free(B), free(C1), free(C2);
+            free(A), free(B), free(C0), free(C1), free(C2), free(bias);
         }
     }
 }

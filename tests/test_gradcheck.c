@@ -89,7 +89,7 @@ TEST(gradcheck_layernorm) {
 typedef struct { int N, IC, OC; double *inp, *w, *b, *out, *proj; } lin_ctx;
 static double lin_loss(void *p) {
     lin_ctx *c = p;
-    ref_f64_gemm(0, 0, c->N, c->OC, c->IC, c->inp, c->IC, c->w, c->OC, 0, c->out, c->OC);
+    ref_f64_gemm(0, 0, c->N, c->OC, c->IC, c->inp, c->IC, c->w, c->OC, 0, NULL, c->out, c->OC);
     ref_f64_bias_fwd(c->out, c->b, c->N, c->OC);
     return dotd(c->out, c->proj, (size_t)c->N * c->OC);
 }
@@ -99,8 +99,8 @@ TEST(gradcheck_linear) {
     c.inp = rnd(c.N * c.IC, 1); c.w = rnd(c.IC * c.OC, 1); c.b = rnd(c.OC, 1);
     c.out = zeros(c.N * c.OC); c.proj = rnd(c.N * c.OC, 1);
     double *dinp = zeros(c.N * c.IC), *dw = zeros(c.IC * c.OC), *db = zeros(c.OC), *num = zeros(c.IC * c.OC);
-    ref_f64_gemm(0, 1, c.N, c.IC, c.OC, c.proj, c.OC, c.w, c.OC, 1, dinp, c.IC);
-    ref_f64_gemm(1, 0, c.IC, c.OC, c.N, c.inp, c.IC, c.proj, c.OC, 1, dw, c.OC);
+    ref_f64_gemm(0, 1, c.N, c.IC, c.OC, c.proj, c.OC, c.w, c.OC, 1, NULL, dinp, c.IC);
+    ref_f64_gemm(1, 0, c.IC, c.OC, c.N, c.inp, c.IC, c.proj, c.OC, 1, NULL, dw, c.OC);
     ref_f64_bias_bwd(db, c.proj, c.N, c.OC);
     numeric_grad(lin_loss, &c, c.inp, c.N * c.IC, num);
     CHECK_MSG(fd_err(dinp, num, c.N * c.IC) < FD_TOL, "dinp err %g", fd_err(dinp, num, c.N * c.IC));
@@ -115,7 +115,7 @@ TEST(gradcheck_linear) {
 typedef struct { int N, C, V; double *x, *wte, *out, *proj; } cls_ctx;
 static double cls_loss(void *p) {
     cls_ctx *c = p;
-    ref_f64_gemm(0, 1, c->N, c->V, c->C, c->x, c->C, c->wte, c->C, 0, c->out, c->V);
+    ref_f64_gemm(0, 1, c->N, c->V, c->C, c->x, c->C, c->wte, c->C, 0, NULL, c->out, c->V);
     return dotd(c->out, c->proj, (size_t)c->N * c->V);
 }
 TEST(gradcheck_classifier_gemm) {
@@ -123,8 +123,8 @@ TEST(gradcheck_classifier_gemm) {
     cls_ctx c = {.N = 7, .C = 10, .V = 19};
     c.x = rnd(c.N * c.C, 1); c.wte = rnd(c.V * c.C, 1); c.out = zeros(c.N * c.V); c.proj = rnd(c.N * c.V, 1);
     double *dx = zeros(c.N * c.C), *dwte = zeros(c.V * c.C), *num = zeros(c.V * c.C);
-    ref_f64_gemm(0, 0, c.N, c.C, c.V, c.proj, c.V, c.wte, c.C, 1, dx, c.C);
-    ref_f64_gemm(1, 0, c.V, c.C, c.N, c.proj, c.V, c.x, c.C, 1, dwte, c.C);
+    ref_f64_gemm(0, 0, c.N, c.C, c.V, c.proj, c.V, c.wte, c.C, 1, NULL, dx, c.C);
+    ref_f64_gemm(1, 0, c.V, c.C, c.N, c.proj, c.V, c.x, c.C, 1, NULL, dwte, c.C);
     numeric_grad(cls_loss, &c, c.x, c.N * c.C, num);
     CHECK_MSG(fd_err(dx, num, c.N * c.C) < FD_TOL, "dx err %g", fd_err(dx, num, c.N * c.C));
     numeric_grad(cls_loss, &c, c.wte, c.V * c.C, num);
@@ -269,6 +269,85 @@ TEST(gradcheck_crossentropy_padded) {
     free(c.logits); free(c.probs); free(c.losses); free(d); free(num);
 }
 
+/* ---------------------------------------------------------------- fused residual + layernorm */
+/* res = a + b, out = LayerNorm(res) in one call. L = <out, proj> + <res, pskip>: res goes on along the
+ * residual stream, so its gradient arrives there as dskip = pskip; with_skip = 0 drops that term
+ * (dskip NULL). dL/da = dL/db = dinp. */
+typedef struct { int N, C, with_skip; double *a, *b, *w, *bias, *res, *out, *mean, *rstd, *proj, *pskip; } rln_ctx;
+static double rln_loss(void *p) {
+    rln_ctx *c = p;
+    ref_f64_residual_layernorm_fwd(c->res, c->out, c->mean, c->rstd, c->a, c->b, c->w, c->bias, c->N, c->C);
+    size_t n = (size_t)c->N * c->C;
+    return dotd(c->out, c->proj, n) + (c->with_skip ? dotd(c->res, c->pskip, n) : 0);
+}
+TEST(gradcheck_residual_layernorm) {
+    gptc_rng_seed(&g_rng, 11);
+    static const char *const mode_name[] = {"dskip", "dskip NULL", "dskip aliasing dinp"};
+    for (int mode = 0; mode < 3; mode++) {
+        rln_ctx c = {.N = 5, .C = 13, .with_skip = mode != 1};
+        size_t NC = (size_t)c.N * c.C;
+        c.a = rnd(NC, 1.5); c.b = rnd(NC, 1); c.w = rnd(c.C, 1); c.bias = rnd(c.C, 1);
+        c.res = zeros(NC); c.out = zeros(NC); c.mean = zeros(c.N); c.rstd = zeros(c.N);
+        c.proj = rnd(NC, 1); c.pskip = rnd(NC, 1);
+        rln_loss(&c);
+        /* the forward is residual_fwd then layernorm_fwd */
+        double *r2 = zeros(NC), *o2 = zeros(NC), *m2 = zeros(c.N), *s2 = zeros(c.N);
+        ref_f64_residual_fwd(r2, c.a, c.b, NC);
+        ref_f64_layernorm_fwd(o2, m2, s2, r2, c.w, c.bias, c.N, c.C);
+        CHECK(memcmp(r2, c.res, NC * sizeof(double)) == 0 && memcmp(o2, c.out, NC * sizeof(double)) == 0);
+        /* dinp is overwritten: garbage on entry, or dskip itself when aliased */
+        double *dinp = mode == 2 ? zeros(NC) : rnd(NC, 100), *dw = zeros(c.C), *db = zeros(c.C), *num = zeros(NC);
+        if (mode == 2) memcpy(dinp, c.pskip, NC * sizeof(double));
+        const double *dskip = mode == 0 ? c.pskip : mode == 1 ? NULL : dinp;
+        ref_f64_layernorm_bwd_residual(dinp, dw, db, dskip, c.proj, c.res, c.w, c.mean, c.rstd, c.N, c.C);
+        numeric_grad(rln_loss, &c, c.a, NC, num);
+        CHECK_MSG(fd_err(dinp, num, NC) < FD_TOL, "%s: da err %g", mode_name[mode], fd_err(dinp, num, NC));
+        numeric_grad(rln_loss, &c, c.b, NC, num);
+        CHECK_MSG(fd_err(dinp, num, NC) < FD_TOL, "%s: db err %g", mode_name[mode], fd_err(dinp, num, NC));
+        numeric_grad(rln_loss, &c, c.w, c.C, num);
+        CHECK_MSG(fd_err(dw, num, c.C) < FD_TOL, "%s: dw err %g", mode_name[mode], fd_err(dw, num, c.C));
+        numeric_grad(rln_loss, &c, c.bias, c.C, num);
+        CHECK_MSG(fd_err(db, num, c.C) < FD_TOL, "%s: dbias err %g", mode_name[mode], fd_err(db, num, c.C));
+        free(c.a); free(c.b); free(c.w); free(c.bias); free(c.res); free(c.out); free(c.mean); free(c.rstd);
+        free(c.proj); free(c.pskip); free(r2); free(o2); free(m2); free(s2); free(dinp); free(dw); free(db); free(num);
+    }
+}
+
+/* ---------------------------------------------------------------- fused cross-entropy */
+/* losses and dlogits in one in-place call. L = sum of the losses, evaluated by the fused op itself on
+ * a copy of the logits; its dlogits must be dloss * dL/dlogits. */
+typedef struct { int N, V, Vp; double dloss; double *logits, *work, *losses; int *targets; } cef_ctx;
+static double cef_loss(void *p) {
+    cef_ctx *c = p;
+    memcpy(c->work, c->logits, (size_t)c->N * c->Vp * sizeof(double));
+    ref_f64_crossentropy_fused(c->losses, c->work, c->targets, c->dloss, c->N, c->V, c->Vp);
+    double s = 0;
+    for (int n = 0; n < c->N; n++) s += c->losses[n];
+    return s;
+}
+TEST(gradcheck_crossentropy_fused) {
+    gptc_rng_seed(&g_rng, 12);
+    cef_ctx c = {.N = 4, .V = 9, .Vp = 16, .dloss = 0.37};
+    int targets[4] = {0, 8, 3, 3};
+    c.targets = targets;
+    size_t nv = (size_t)c.N * c.Vp;
+    c.logits = rnd(nv, 2); c.work = zeros(nv); c.losses = zeros(c.N);
+    for (int n = 0; n < c.N; n++) /* padding columns are never read */
+        for (int v = c.V; v < c.Vp; v++) c.logits[n * c.Vp + v] = 1e3;
+    cef_loss(&c);
+    double *d = zeros(nv), *num = zeros(nv), *probs = zeros(nv), *losses = zeros(c.N);
+    memcpy(d, c.work, nv * sizeof(double));
+    /* the losses are crossentropy_fwd's */
+    ref_f64_crossentropy_fwd(losses, probs, c.logits, c.targets, c.N, c.V, c.Vp);
+    for (int n = 0; n < c.N; n++) CHECK(c.losses[n] == losses[n]);
+    numeric_grad(cef_loss, &c, c.logits, nv, num);
+    for (size_t i = 0; i < nv; i++) num[i] *= c.dloss;
+    CHECK_MSG(fd_err(d, num, nv) < FD_TOL, "err %g", fd_err(d, num, nv));
+    for (int n = 0; n < c.N; n++)
+        for (int v = c.V; v < c.Vp; v++) CHECK(d[n * c.Vp + v] == 0);
+    free(c.logits); free(c.work); free(c.losses); free(d); free(num); free(probs); free(losses);
+}
+
 /* ---------------------------------------------------------------- AdamW */
 TEST(adamw_matches_closed_form) {
     /* two steps by hand, torch.optim.AdamW's formula */
@@ -323,8 +402,8 @@ TEST(ref_f32_matches_f64) {
                 double *A = rnd((size_t)M * K, 1), *Bm = rnd((size_t)K * N, 1), *Cd = rnd((size_t)M * N, 1);
                 float *fA = to_f(A, (size_t)M * K), *fB = to_f(Bm, (size_t)K * N), *fC = to_f(Cd, (size_t)M * N);
                 int lda = ta ? M : K, ldb = tb ? K : N;
-                ref_f64_gemm(ta, tb, M, N, K, A, lda, Bm, ldb, beta, Cd, N);
-                k->gemm(ta, tb, M, N, K, fA, lda, fB, ldb, beta, fC, N);
+                ref_f64_gemm(ta, tb, M, N, K, A, lda, Bm, ldb, beta, NULL, Cd, N);
+                k->gemm(ta, tb, M, N, K, fA, lda, fB, ldb, beta, NULL, fC, N);
                 /* check one entry against a plain triple sum as well */
                 double s = beta ? (double)fC[0] * 0 : 0;
                 for (int kk = 0; kk < K; kk++) s += (ta ? A[kk * lda] : A[kk]) * (tb ? Bm[kk] : Bm[(size_t)kk * ldb]);

@@ -1,6 +1,7 @@
 /* test_model.c — model-level properties: initialisation, KV-cache decoding equal to the full
  * forward, vocabulary padding that never changes a loss, determinism across runs and thread
- * counts, and gradient accumulation equal to one large batch. */
+ * counts, gradient accumulation equal to one large batch, and the GELU form of the config used by
+ * the forward, the backward and decoding alike. */
 #include "test.h"
 #include "model/gpt2.h"
 
@@ -8,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const gptc_model_config k_small = {2, 4, 32, 24, 70}; /* vocab 70 pads to 128 */
+static const gptc_model_config k_small = {2, 4, 32, 24, 70, GPTC_GELU_KIND_TANH}; /* vocab 70 pads to 128 */
+static const gptc_gelu_kind k_forms[] = {GPTC_GELU_KIND_TANH, GPTC_GELU_KIND_ERF, GPTC_GELU_KIND_SIGMOID};
 
 static void random_tokens(int *x, int n, int vocab, uint64_t seed) {
     gptc_rng r;
@@ -17,7 +19,7 @@ static void random_tokens(int *x, int n, int vocab, uint64_t seed) {
 }
 
 TEST(model_init_statistics) {
-    gptc_model_config cfg = {4, 4, 64, 32, 300};
+    gptc_model_config cfg = {4, 4, 64, 32, 300, GPTC_GELU_KIND_TANH};
     gptc_model a, b;
     CHECK_OK(gptc_model_init(&a, &cfg));
     CHECK_OK(gptc_model_init(&b, &cfg));
@@ -48,31 +50,99 @@ TEST(model_init_statistics) {
         }
     }
     CHECK_EQ_INT(counted, gptc_model_num_params(&cfg));
-    CHECK_EQ_INT(gptc_model_num_params(&(gptc_model_config){12, 12, 768, 1024, 50257}), 124439808);
+    CHECK_EQ_INT(gptc_model_num_params(&(gptc_model_config){12, 12, 768, 1024, 50257, GPTC_GELU_KIND_TANH}), 124439808);
     /* padding rows of wte are zero */
     for (size_t j = (size_t)cfg.vocab * cfg.channels; j < (size_t)a.Vp * cfg.channels; j++) CHECK(a.params[j] == 0);
     gptc_model_free(&a);
     gptc_model_free(&b);
 }
 
-TEST(model_decode_matches_forward) {
-    gptc_model m;
-    CHECK_OK(gptc_model_init(&m, &k_small));
-    gptc_model_init_weights(&m, 3);
-    int T = k_small.context, tokens[64];
-    random_tokens(tokens, T, k_small.vocab, 11);
-    CHECK_OK(gptc_model_alloc_train(&m, 1, T));
-    gptc_model_forward(&m, tokens, NULL, 1, T);
-    gptc_kv_cache kv;
-    CHECK_OK(gptc_kv_cache_init(&kv, &m));
-    for (int t = 0; t < T; t++) {
-        const float *lg = gptc_model_decode_step(&m, &kv, tokens[t]);
-        double e = test_rel_err_f(lg, m.a.logits + (size_t)t * m.Vp, k_small.vocab);
-        CHECK_MSG(e < 1e-5, "position %d: rel err %g", t, e);
+/* Spreads the MLP pre-activations over roughly N(0, 1.5^2) (GPT-2's init keeps them near 0, where
+ * the three GELU forms nearly agree), so that a wrong form shows. */
+static void spread_mlp_inputs(gptc_model *m, uint64_t seed) {
+    gptc_rng r;
+    gptc_rng_seed(&r, seed);
+    float scale = 1.5f / (0.02f * sqrtf((float)m->cfg.channels));
+    for (int i = 0; i < m->ntensors; i++) {
+        const gptc_tensor_desc *d = &m->tensors[i];
+        float *p = m->params + d->offset;
+        if (strstr(d->name, "mlp.c_fc.weight"))
+            for (size_t j = 0; j < d->numel; j++) p[j] *= scale;
+        else if (strstr(d->name, "mlp.c_fc.bias"))
+            for (size_t j = 0; j < d->numel; j++) p[j] = (float)(gptc_rng_uniform(&r) - 0.5);
     }
-    CHECK_EQ_INT(kv.len, T);
-    gptc_kv_cache_free(&kv);
-    gptc_model_free(&m);
+}
+
+/* the three forms, written here in double from their definitions */
+static double gelu_ref(gptc_gelu_kind f, double x) {
+    if (f == GPTC_GELU_KIND_ERF) return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    if (f == GPTC_GELU_KIND_SIGMOID) return x / (1 + exp(-1.702 * x));
+    return 0.5 * x * (1 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+TEST(model_decode_matches_forward) {
+    for (int f = 0; f < 3; f++) {
+        gptc_model_config cfg = k_small;
+        cfg.gelu = k_forms[f];
+        gptc_model m;
+        CHECK_OK(gptc_model_init(&m, &cfg));
+        gptc_model_init_weights(&m, 3);
+        spread_mlp_inputs(&m, 3);
+        int T = cfg.context, tokens[64];
+        random_tokens(tokens, T, cfg.vocab, 11);
+        CHECK_OK(gptc_model_alloc_train(&m, 1, T));
+        gptc_model_forward(&m, tokens, NULL, 1, T);
+        gptc_kv_cache kv;
+        CHECK_OK(gptc_kv_cache_init(&kv, &m));
+        for (int t = 0; t < T; t++) {
+            const float *lg = gptc_model_decode_step(&m, &kv, tokens[t]);
+            double e = test_rel_err_f(lg, m.a.logits + (size_t)t * m.Vp, cfg.vocab);
+            CHECK_MSG(e < 1e-5, "gelu %s, position %d: rel err %g", gptc_gelu_name(cfg.gelu), t, e);
+        }
+        CHECK_EQ_INT(kv.len, T);
+        gptc_kv_cache_free(&kv);
+        gptc_model_free(&m);
+    }
+}
+
+/* Same weights, three forms: each forward applies its own form to the MLP pre-activations of every
+ * layer (checked element by element against the definition), and erf and sigmoid change the
+ * logits from tanh's. */
+TEST(model_gelu_forms_forward) {
+    int B = 2, T = 16, in[32];
+    random_tokens(in, B * T, k_small.vocab, 21);
+    float *logits[3];
+    size_t nlogits = 0;
+    for (int f = 0; f < 3; f++) {
+        gptc_model_config cfg = k_small;
+        cfg.gelu = k_forms[f];
+        gptc_model m;
+        CHECK_OK(gptc_model_init(&m, &cfg));
+        gptc_model_init_weights(&m, 13);
+        spread_mlp_inputs(&m, 13);
+        CHECK_OK(gptc_model_alloc_train(&m, B, T));
+        gptc_model_forward(&m, in, NULL, B, T);
+        size_t n = (size_t)B * T * 4 * cfg.channels;
+        double worst = 0, spread = 0;
+        for (int l = 0; l < cfg.layers; l++)
+            for (size_t i = 0; i < n; i++) {
+                double x = m.a.fch[l][i], want = gelu_ref(cfg.gelu, x);
+                double e = fabs(m.a.fch_gelu[l][i] - want) / fmax(1.0, fabs(want));
+                if (e > worst) worst = e;
+                if (fabs(x) > spread) spread = fabs(x);
+            }
+        CHECK_MSG(worst < 1e-5, "gelu %s: MLP activation differs from the definition by %g", gptc_gelu_name(cfg.gelu), worst);
+        CHECK_MSG(spread > 2, "pre-activations only reach %g", spread);
+        nlogits = (size_t)B * T * m.Vp;
+        logits[f] = malloc(nlogits * sizeof(float));
+        memcpy(logits[f], m.a.logits, nlogits * sizeof(float));
+        gptc_model_free(&m);
+    }
+    for (int f = 1; f < 3; f++) {
+        double e = test_rel_err_f(logits[f], logits[0], nlogits);
+        CHECK_MSG(e > 1e-5, "gelu %s: logits equal tanh's (rel err %g)", gptc_gelu_name(k_forms[f]), e);
+    }
+    for (int f = 0; f < 3; f++) free(logits[f]);
 }
 
 TEST(model_padding_never_changes_loss) {
@@ -164,11 +234,26 @@ TEST(model_config_checks) {
     CHECK_OK(gptc_model_preset("gpt2-xl", &c));
     CHECK(c.layers == 48 && c.heads == 25 && c.channels == 1600 && c.vocab == 50257);
     CHECK(gptc_model_preset("gpt5", &c) == GPTC_ERR_ARG);
-    c = (gptc_model_config){2, 3, 64, 32, 100};
+    c = (gptc_model_config){2, 3, 64, 32, 100, GPTC_GELU_KIND_TANH};
     CHECK(gptc_model_config_check(&c) == GPTC_ERR_ARG);
     CHECK(strstr(gptc_last_error(), "--heads 3") != NULL);
-    c = (gptc_model_config){0, 2, 64, 32, 100};
+    c = (gptc_model_config){0, 2, 64, 32, 100, GPTC_GELU_KIND_TANH};
     CHECK(gptc_model_config_check(&c) == GPTC_ERR_ARG);
+    /* the GELU form: presets are GPT-2's tanh, names round-trip, unknown values are refused */
+    CHECK_OK(gptc_model_preset("tiny", &c));
+    CHECK(c.gelu == GPTC_GELU_KIND_TANH);
+    for (int f = 0; f < 3; f++) {
+        gptc_gelu_kind back = GPTC_GELU_KIND_TANH;
+        CHECK_OK(gptc_gelu_from_name(gptc_gelu_name(k_forms[f]), &back));
+        CHECK(back == k_forms[f]);
+    }
+    CHECK(strcmp(gptc_gelu_name(GPTC_GELU_KIND_ERF), "erf") == 0 && strcmp(gptc_gelu_name((gptc_gelu_kind)7), "?") == 0);
+    gptc_gelu_kind g;
+    CHECK(gptc_gelu_from_name("fast", &g) == GPTC_ERR_ARG);
+    CHECK(strstr(gptc_last_error(), "--gelu fast") && strstr(gptc_last_error(), "tanh, erf or sigmoid"));
+    c = (gptc_model_config){2, 2, 64, 32, 100, (gptc_gelu_kind)3};
+    CHECK(gptc_model_config_check(&c) == GPTC_ERR_ARG);
+    CHECK(strstr(gptc_last_error(), "gelu 3") != NULL);
     CHECK_EQ_INT(gptc_padded_vocab(50257), 50304);
     CHECK_EQ_INT(gptc_padded_vocab(257), 320);
     CHECK_EQ_INT(gptc_padded_vocab(64), 64);
@@ -198,4 +283,83 @@ TEST(model_flash_attention_matches_naive) {
     CHECK(flash.act_floats < naive.act_floats);
     gptc_model_free(&naive);
     gptc_model_free(&flash);
+}
+
+/* mean loss in double from the per-token losses (the float mean would round the differences away) */
+static double loss_at(gptc_model *m, const int *in, const int *tg, int B, int T) {
+    gptc_model_forward(m, in, tg, B, T);
+    double s = 0;
+    for (int i = 0; i < B * T; i++) s += m->a.losses[i];
+    return s / (B * T);
+}
+
+/* The gradient agrees with the loss, and it is the gradient of the forward's own form. A tiny model
+ * whose MLP pre-activations sit near 2, where the slopes of the forms differ most (tanh's exceeds
+ * erf's by 8.7e-4 and sigmoid's by 1.2e-2, about 0.08% and 1%), is moved along d = the gradient of
+ * the c_fc weights and biases (the parameters right below the GELU: each of their gradient elements
+ * carries a factor gelu'(x)). The loss's slope along d, from central differences at steps s and s/2
+ * combined by Richardson extrapolation (the O(s^2) error cancels; float rounding is what remains,
+ * about 2e-5 relative), must match grad . d, and do so clearly better than grad . d from a backward
+ * with either other form after the same forward (what a backward ignoring the config would give). */
+TEST(model_gelu_backward_matches_finite_difference) {
+    const gptc_model_config base = {1, 2, 16, 8, 30, GPTC_GELU_KIND_TANH};
+    int B = 4, T = 8, in[32], tg[32];
+    random_tokens(in, B * T, base.vocab, 31);
+    random_tokens(tg, B * T, base.vocab, 32);
+    for (int f = 0; f < 3; f++) {
+        gptc_model_config cfg = base;
+        cfg.gelu = k_forms[f];
+        gptc_model m;
+        CHECK_OK(gptc_model_init(&m, &cfg));
+        gptc_model_init_weights(&m, 41);
+        gptc_rng r;
+        gptc_rng_seed(&r, 42);
+        for (int i = 0; i < m.ntensors; i++) /* pre-activations 2 +- 0.15 (the c_fc weights add ~0.1) */
+            if (strstr(m.tensors[i].name, "mlp.c_fc.bias"))
+                for (size_t j = 0; j < m.tensors[i].numel; j++)
+                    m.params[m.tensors[i].offset + j] = 2.0f + 0.3f * (float)(gptc_rng_uniform(&r) - 0.5);
+        CHECK_OK(gptc_model_alloc_train(&m, B, T));
+        float *w0 = malloc(m.num_floats * sizeof(float)), *dir = calloc(m.num_floats, sizeof(float));
+        memcpy(w0, m.params, m.num_floats * sizeof(float));
+        /* grad . d with the backward of each form, after the forward of this one (first: d itself) */
+        double gd[3] = {0}, norm2 = 0;
+        for (int i = 0; i < 3; i++) {
+            int b = (f + i) % 3;
+            m.cfg.gelu = cfg.gelu;
+            gptc_model_forward(&m, in, tg, B, T);
+            m.cfg.gelu = k_forms[b];
+            gptc_model_zero_grad(&m);
+            gptc_model_backward(&m, 1.0f);
+            for (int t = 0; t < m.ntensors; t++) {
+                const gptc_tensor_desc *desc = &m.tensors[t];
+                if (!strstr(desc->name, "mlp.c_fc.")) continue;
+                for (size_t j = desc->offset; j < desc->offset + desc->numel; j++) {
+                    if (i == 0) dir[j] = m.grads[j], norm2 += (double)m.grads[j] * m.grads[j];
+                    gd[b] += (double)m.grads[j] * dir[j];
+                }
+            }
+        }
+        m.cfg.gelu = cfg.gelu;
+        double slope[2];
+        for (int k = 0; k < 2; k++) {
+            double h = (k ? 0.1 : 0.2) / sqrt(norm2); /* steps of 0.2 and 0.1 in weight space */
+            for (size_t j = 0; j < m.num_floats; j++) m.params[j] = w0[j] + (float)h * dir[j];
+            double lp = loss_at(&m, in, tg, B, T);
+            for (size_t j = 0; j < m.num_floats; j++) m.params[j] = w0[j] - (float)h * dir[j];
+            double lm = loss_at(&m, in, tg, B, T);
+            slope[k] = (lp - lm) / (2 * h);
+        }
+        double fd = (4 * slope[1] - slope[0]) / 3, err = fabs(fd - gd[f]) / fabs(fd), other = INFINITY;
+        for (int b = 0; b < 3; b++)
+            if (b != f) other = fmin(other, fabs(fd - gd[b]) / fabs(fd));
+        printf("    gelu %-7s: slope %.7g, grad . d %.7g: rel err %.1e (another form's backward: %.1e)\n",
+               gptc_gelu_name(cfg.gelu), fd, gd[f], err, other);
+        CHECK_MSG(err < 1e-4, "gelu %s: grad . d %.8g vs finite difference %.8g (rel err %g)", gptc_gelu_name(cfg.gelu),
+                  gd[f], fd, err);
+        CHECK_MSG(other > 4 * err, "gelu %s: another form's backward is as close (%g vs %g)", gptc_gelu_name(cfg.gelu),
+                  other, err);
+        free(w0);
+        free(dir);
+        gptc_model_free(&m);
+    }
 }

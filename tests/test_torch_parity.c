@@ -1,6 +1,8 @@
 /* test_torch_parity.c — the whole model against PyTorch on the same weights and batch: logits,
- * loss, every gradient, and the weights after 3 AdamW steps with clipping. The fixture is made by
- * tools/make_torch_fixture.py (torch in float64 from float32 weights; `make fixtures`). */
+ * loss, every gradient, and the weights after 3 AdamW steps with clipping. The fixtures are made by
+ * tools/make_torch_fixture.py (torch in float64 from float32 weights; `make fixtures`): one with
+ * GPT-2's tanh GELU, one with the exact erf GELU (torch's nn.GELU(approximate="none")), whose
+ * metadata names the form ("gelu"; absent: tanh). */
 #include "test.h"
 #include "io/io.h"
 #include "model/gpt2.h"
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #define FIXTURE "tests/fixtures/gpt2_tiny_torch.safetensors"
+#define FIXTURE_ERF "tests/fixtures/gpt2_tiny_torch_erf.safetensors"
 #define TOL 1e-4
 
 static int meta_i(const gptc_st_file *f, const char *k) { return atoi(gptc_st_meta(f, k)); }
@@ -23,12 +26,27 @@ static const float *tensor(const gptc_st_file *f, const char *prefix, const char
     return t ? t->data : NULL;
 }
 
-TEST(torch_parity_forward_backward_adamw) {
+/* worst relative error of the model's gradients against the fixture's */
+static double worst_grad_err(const gptc_st_file *f, const gptc_model *m) {
+    double worst = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const gptc_tensor_desc *d = &m->tensors[i];
+        const float *g = tensor(f, "grad.", d->name, d->numel);
+        double e = g ? test_rel_err_f(m->grads + d->offset, g, d->numel) : INFINITY;
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+static void parity(const char *fixture) {
     gptc_st_file f = {0};
-    CHECK_OK(gptc_st_open(&f, FIXTURE));
+    CHECK_OK(gptc_st_open(&f, fixture));
     if (!f.map) return;
+    const char *form = gptc_st_meta(&f, "gelu");
+    gptc_gelu_kind gelu = GPTC_GELU_KIND_TANH;
+    if (form) CHECK_OK(gptc_gelu_from_name(form, &gelu));
     gptc_model_config cfg = {meta_i(&f, "layers"), meta_i(&f, "heads"), meta_i(&f, "channels"), meta_i(&f, "context"),
-                             meta_i(&f, "vocab")};
+                             meta_i(&f, "vocab"), gelu};
     int B = meta_i(&f, "batch"), T = meta_i(&f, "seq"), V = cfg.vocab;
     CHECK(gptc_padded_vocab(V) != V); /* the fixture exercises vocabulary padding */
     gptc_model m;
@@ -67,6 +85,16 @@ TEST(torch_parity_forward_backward_adamw) {
         CHECK_MSG(e < TOL, "grad %s rel err %g", d->name, e);
         if (e > worst_grad) worst_grad = e;
     }
+    if (gelu != GPTC_GELU_KIND_TANH) {
+        /* the fixture tells its form from GPT-2's: with the tanh form the gradients miss */
+        m.cfg.gelu = GPTC_GELU_KIND_TANH;
+        gptc_model_forward(&m, inputs, targets, B, T);
+        gptc_model_zero_grad(&m);
+        gptc_model_backward(&m, 1.0f);
+        double miss = worst_grad_err(&f, &m);
+        CHECK_MSG(miss > 5 * TOL, "the %s fixture does not tell the forms apart (tanh misses by only %g)", form, miss);
+        m.cfg.gelu = gelu;
+    }
 
     /* 3 AdamW steps with clipping on the same batch */
     float *mom = calloc(m.num_floats, sizeof(float)), *vel = calloc(m.num_floats, sizeof(float));
@@ -91,8 +119,9 @@ TEST(torch_parity_forward_backward_adamw) {
         CHECK_MSG(e < TOL, "updated %s rel err %g", d->name, e);
         if (e > worst_upd) worst_upd = e;
     }
-    printf("    max relative error vs torch (fp64): logits %.2e, loss %.2e, gradients %.2e, weights after 3 AdamW steps %.2e\n",
-           worst, fabs(loss - ref_loss[0]) / fabs(ref_loss[0]), worst_grad, worst_upd);
+    printf("    gelu %s: max relative error vs torch (fp64): logits %.2e, loss %.2e, gradients %.2e, weights after 3 "
+           "AdamW steps %.2e\n",
+           gptc_gelu_name(gelu), worst, fabs(loss - ref_loss[0]) / fabs(ref_loss[0]), worst_grad, worst_upd);
     /* the padding rows of wte stayed zero */
     for (size_t j = (size_t)V * cfg.channels; j < (size_t)m.Vp * cfg.channels; j++)
         if (m.params[j] != 0) { CHECK_MSG(0, "padding row element %zu changed", j); break; }
@@ -101,3 +130,7 @@ TEST(torch_parity_forward_backward_adamw) {
     gptc_model_free(&m);
     gptc_st_close(&f);
 }
+
+TEST(torch_parity_forward_backward_adamw) { parity(FIXTURE); }
+
+TEST(torch_parity_erf_gelu_forward_backward_adamw) { parity(FIXTURE_ERF); }

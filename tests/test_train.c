@@ -1,10 +1,14 @@
 /* test_train.c — the training loop through the public API: bit-exact resume, determinism,
  * gradient accumulation, checkpoint files (round trip, pruning, refusal of damaged files with
- * fallback), an end-to-end run whose val loss falls, and sampling from its checkpoint. */
+ * fallback), an end-to-end run whose val loss falls, and sampling from its checkpoint; the GELU
+ * form kept by checkpoints, required on resume and used by sampling. */
 #include "test.h"
 #include "data/data.h"
 #include "io/io.h"
 #include "train/checkpoint.h"
+#include "train/sampler.h"
+
+#include <cjson/cJSON.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -179,7 +183,7 @@ TEST(train_end_to_end_val_loss_falls_then_sample) {
 
 
 TEST(checkpoint_round_trip_and_refusals) {
-    gptc_model_config cfg = {2, 2, 16, 8, 40};
+    gptc_model_config cfg = {2, 2, 16, 8, 40, GPTC_GELU_KIND_TANH};
     gptc_model m, back;
     CHECK_OK(gptc_model_init(&m, &cfg));
     gptc_model_init_weights(&m, 9);
@@ -291,4 +295,158 @@ TEST(train_refuses_before_writing) {
     o.seq = 1024;
     CHECK(gptc_train(&o, NULL, NULL, &r) == GPTC_ERR_ARG);
     CHECK(!gptc_is_dir(subdir("never")));
+}
+
+/* config.json's activation_function in step folder dir ("" if unreadable) */
+static void hf_activation(const char *dir, char *out, size_t cap) {
+    char path[1024], buf[4096] = "";
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    out[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *o = cJSON_Parse(buf);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "activation_function");
+    if (cJSON_IsString(a)) snprintf(out, cap, "%s", a->valuestring);
+    cJSON_Delete(o);
+}
+
+/* Rewrites step folder dir's model.safetensors without the gptc.gelu metadata, as gptc wrote it
+ * before the form was recorded. */
+static void drop_gelu_metadata(const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    gptc_st_file f = {0};
+    CHECK_OK(gptc_st_open(&f, path));
+    gptc_st_entry *e = calloc(f.ntensors, sizeof *e);
+    const char **keys = calloc(f.nmeta, sizeof *keys), **vals = calloc(f.nmeta, sizeof *vals);
+    for (int i = 0; i < f.ntensors; i++) {
+        const gptc_st_tensor *t = &f.tensors[i];
+        e[i] = (gptc_st_entry){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(e[i].shape, t->shape, sizeof e[i].shape);
+    }
+    int nk = 0;
+    for (int i = 0; i < f.nmeta; i++)
+        if (strcmp(f.meta_keys[i], "gptc.gelu") != 0 && strncmp(f.meta_keys[i], "crc32c.", 7) != 0)
+            keys[nk] = f.meta_keys[i], vals[nk++] = f.meta_vals[i];
+    CHECK_OK(gptc_st_write(path, e, f.ntensors, keys, vals, nk));
+    gptc_st_close(&f);
+    free(e);
+    free(keys);
+    free(vals);
+}
+
+/* Each form is written to model.safetensors (gptc.gelu) and config.json (Hugging Face's name), read
+ * back, and refused when loaded into a model of another form; a checkpoint that predates the
+ * field is tanh. Sampling uses the checkpoint's form: `gptc_sample` equals generation by a model
+ * of that form, on weights where the forms pick different tokens. */
+TEST(checkpoint_keeps_gelu_form_and_sampling_uses_it) {
+    const char *hf[] = {"gelu_new", "gelu", "quick_gelu"};
+    const gptc_gelu_kind forms[] = {GPTC_GELU_KIND_TANH, GPTC_GELU_KIND_ERF, GPTC_GELU_KIND_SIGMOID};
+    for (int f = 0; f < 3; f++) {
+        gptc_model_config cfg = {2, 2, 32, 16, 257, forms[f]}; /* vocab 257: the byte tokenizer's */
+        gptc_model m;
+        CHECK_OK(gptc_model_init(&m, &cfg));
+        gptc_model_init_weights(&m, 17);
+        /* MLP pre-activations spread over a few units, where the forms differ, an MLP output that
+         * counts in the residual stream, and logits far enough apart that sampling follows them */
+        for (int i = 0; i < m.ntensors; i++) {
+            const char *name = m.tensors[i].name;
+            float scale = strstr(name, "mlp.c_fc.weight") || strstr(name, "mlp.c_proj.weight") ? 20.0f
+                          : strcmp(name, "wte.weight") == 0                                     ? 10.0f
+                                                                                                : 1.0f;
+            for (size_t j = 0; j < m.tensors[i].numel; j++) m.params[m.tensors[i].offset + j] *= scale;
+        }
+        gptc_trainer_state s = {.step = 1};
+        snprintf(s.tokenizer, sizeof s.tokenizer, "byte");
+        char dirname[64], written[1024];
+        snprintf(dirname, sizeof dirname, "gelu-%s", gptc_gelu_name(forms[f]));
+        const char *dir = subdir(dirname);
+        CHECK_OK(gptc_ckpt_save(dir, &m, NULL, NULL, &s, 1, written, sizeof written));
+        gptc_model_config back;
+        CHECK_OK(gptc_ckpt_read_config(written, &back, NULL, 0));
+        CHECK_MSG(back.gelu == forms[f], "gelu %s read back as %d", gptc_gelu_name(forms[f]), (int)back.gelu);
+        char act[64];
+        hf_activation(written, act, sizeof act);
+        CHECK_MSG(strcmp(act, hf[f]) == 0, "config.json activation_function \"%s\", want \"%s\"", act, hf[f]);
+        char path[1200];
+        gptc_st_file st = {0};
+        CHECK_OK(gptc_st_open(&st, test_path(path, sizeof path, "%s/model.safetensors", written)));
+        const char *meta = gptc_st_meta(&st, "gptc.gelu");
+        CHECK(meta && strcmp(meta, gptc_gelu_name(forms[f])) == 0);
+        gptc_st_close(&st);
+
+        /* a model of another form is refused, naming both */
+        gptc_model other;
+        gptc_model_config ocfg = cfg;
+        ocfg.gelu = forms[(f + 1) % 3];
+        CHECK_OK(gptc_model_init(&other, &ocfg));
+        CHECK(gptc_ckpt_load(written, &other, NULL, NULL, NULL) == GPTC_ERR_STATE);
+        char want_a[32], want_b[32];
+        snprintf(want_a, sizeof want_a, "--gelu %s", gptc_gelu_name(forms[f]));
+        snprintf(want_b, sizeof want_b, "--gelu %s", gptc_gelu_name(ocfg.gelu));
+        CHECK_MSG(strstr(gptc_last_error(), want_a) && strstr(gptc_last_error(), want_b), "got: %s", gptc_last_error());
+        gptc_model_free(&other);
+
+        /* sampling: gptc_sample (config from the checkpoint) == generation with this form */
+        if (forms[f] != GPTC_GELU_KIND_TANH) {
+            gptc_tokenizer *tok;
+            CHECK_OK(gptc_tokenizer_open("byte", &tok));
+            gptc_sample_options so;
+            gptc_sample_options_default(&so);
+            so.ckpt = written;
+            so.prompt = "ROMEO:";
+            so.tokens = 200;
+            so.temperature = 1;
+            so.top_p = 1;
+            textbuf own = {0}, tanh_text = {0}, sampled = {0};
+            CHECK_OK(gptc_generate(&m, tok, so.prompt, &so, collect, &own));
+            m.cfg.gelu = GPTC_GELU_KIND_TANH;
+            CHECK_OK(gptc_generate(&m, tok, so.prompt, &so, collect, &tanh_text));
+            m.cfg.gelu = forms[f];
+            CHECK_OK(gptc_sample(&so, collect, &sampled));
+            CHECK_MSG(strcmp(own.text, tanh_text.text) != 0, "gelu %s: tanh samples the same text; the check "
+                      "below would not tell the forms apart", gptc_gelu_name(forms[f]));
+            CHECK_MSG(strcmp(sampled.text, own.text) == 0, "gelu %s: gptc_sample gave \"%s\", the model \"%s\"",
+                      gptc_gelu_name(forms[f]), sampled.text, own.text);
+            gptc_tokenizer_free(tok);
+        }
+
+        /* a checkpoint written before the form was recorded is GPT-2's tanh */
+        drop_gelu_metadata(written);
+        CHECK_OK(gptc_ckpt_read_config(written, &back, NULL, 0));
+        CHECK(back.gelu == GPTC_GELU_KIND_TANH);
+        gptc_model_free(&m);
+    }
+}
+
+/* Resuming with another --gelu than the checkpoint's is refused before anything is written; the
+ * same form resumes. */
+TEST(train_resume_refuses_another_gelu) {
+    gptc_train_options o;
+    tiny_options(&o);
+    o.steps = 2;
+    o.model.gelu = GPTC_GELU_KIND_ERF;
+    o.ckpt_dir = subdir("resume-gelu");
+    gptc_train_result r;
+    CHECK_OK(gptc_train(&o, NULL, NULL, &r));
+    char step2[1024];
+    snprintf(step2, sizeof step2, "%s/step-00000002", o.ckpt_dir);
+    char act[64];
+    hf_activation(step2, act, sizeof act);
+    CHECK(strcmp(act, "gelu") == 0);
+    o.steps = 3;
+    o.model.gelu = GPTC_GELU_KIND_TANH;
+    CHECK(gptc_train(&o, NULL, NULL, &r) == GPTC_ERR_STATE);
+    CHECK_MSG(strstr(gptc_last_error(), "--gelu erf") && strstr(gptc_last_error(), "--gelu tanh"), "got: %s",
+              gptc_last_error());
+    char step3[1024];
+    snprintf(step3, sizeof step3, "%s/step-00000003", o.ckpt_dir);
+    CHECK(!gptc_is_dir(step3));
+    o.model.gelu = GPTC_GELU_KIND_ERF;
+    CHECK_OK(gptc_train(&o, NULL, NULL, &r));
+    CHECK_EQ_INT(r.first_step, 2);
+    CHECK(gptc_is_dir(step3));
 }

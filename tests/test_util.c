@@ -31,9 +31,19 @@ const char *test_tmpdir(void) {
     return g_tmpdir;
 }
 
+/* GPTC_BIN, else the gptc built beside this test binary (make BUILD=DIR builds both into DIR), else
+ * build/gptc */
 const char *test_gptc_bin(void) {
+    static char beside[4096];
     const char *b = getenv("GPTC_BIN");
-    return b ? b : "build/gptc";
+    if (b) return b;
+    if (!beside[0]) {
+        ssize_t n = readlink("/proc/self/exe", beside, sizeof beside - 8);
+        char *slash = n > 0 ? memrchr(beside, '/', (size_t)n) : NULL;
+        if (slash) strcpy(slash + 1, "gptc");
+        if (!slash || access(beside, X_OK) != 0) snprintf(beside, sizeof beside, "build/gptc");
+    }
+    return beside;
 }
 
 int test_run(const char *cmd, char **out) {

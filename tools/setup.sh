@@ -5,7 +5,7 @@
 set -e
 need="gcc make libc6-dev libcjson-dev libpcre2-dev"
 [ "$1" = "--torch" ] && need="$need python3-torch python3-numpy libopenblas0-pthread"
-[ "$1" = "--bench" ] && need="$need libopenblas-dev python3-torch python3-numpy"
+[ "$1" = "--bench" ] && need="$need libopenblas-dev libopenblas0-openmp libopenblas0-pthread python3-torch python3-numpy"
 # node and npm may come from another packaging of Node.js; only install Debian's when absent
 if [ "$1" = "--node" ] && ! { command -v node && command -v npm; } >/dev/null; then need="$need nodejs npm"; fi
 missing=""

@@ -32,6 +32,15 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
 
 
+# gptc's --gelu forms: tanh (GPT-2's, HF "gelu_new"), erf (exact, torch's nn.GELU(approximate="none"),
+# HF "gelu") and sigmoid (x sigmoid(1.702 x), HF "quick_gelu").
+GELU_FORMS = {
+    "tanh": gelu_tanh,
+    "erf": nn.GELU(approximate="none"),
+    "sigmoid": lambda x: x * torch.sigmoid(1.702 * x),
+}
+
+
 class Attention(nn.Module):
     def __init__(self, C, NH):
         super().__init__()
@@ -57,22 +66,23 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, C):
+    def __init__(self, C, gelu="tanh"):
         super().__init__()
         self.c_fc = Conv1D(C, 4 * C)
         self.c_proj = Conv1D(4 * C, C)
+        self.gelu = GELU_FORMS[gelu]
 
     def forward(self, x):
-        return self.c_proj(gelu_tanh(self.c_fc(x)))
+        return self.c_proj(self.gelu(self.c_fc(x)))
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH):
+    def __init__(self, C, NH, gelu="tanh"):
         super().__init__()
         self.ln_1 = nn.LayerNorm(C, eps=LN_EPS)
         self.attn = Attention(C, NH)
         self.ln_2 = nn.LayerNorm(C, eps=LN_EPS)
-        self.mlp = MLP(C)
+        self.mlp = MLP(C, gelu)
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -81,13 +91,13 @@ class Block(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, layers, heads, channels, context, vocab):
+    def __init__(self, layers, heads, channels, context, vocab, gelu="tanh"):
         super().__init__()
         self.layers, self.heads, self.channels = layers, heads, channels
-        self.context, self.vocab = context, vocab
+        self.context, self.vocab, self.gelu = context, vocab, gelu
         self.wte = nn.Embedding(vocab, channels)
         self.wpe = nn.Embedding(context, channels)
-        self.h = nn.ModuleList([Block(channels, heads) for _ in range(layers)])
+        self.h = nn.ModuleList([Block(channels, heads, gelu) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(channels, eps=LN_EPS)
 
     def forward(self, idx, targets=None):

@@ -9,7 +9,7 @@
 
 int gptc_cmd_info(int argc, char **argv) {
     if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
-        printf("usage: gptc info\nShows the CPU, the kernel variant of every operator and the model presets.\n");
+        printf("usage: gptc info\nShows the CPU, the kernel variant of every operator, the model presets and the GELU forms.\n");
         return 0;
     }
     if (argc > 0) {
@@ -40,5 +40,6 @@ int gptc_cmd_info(int argc, char **argv) {
                m.heads, m.channels, m.context, vocab_given ? "50257" : "data ", gptc_model_num_params(&m) / 1e6,
                vocab_given ? "" : " (with the byte vocab)");
     }
+    printf("gelu forms (train --gelu): tanh (GPT-2's, the default), erf, sigmoid\n");
     return 0;
 }

@@ -13,6 +13,7 @@
 typedef struct train_cli {
     gptc_train_options t;
     const char *model;
+    const char *gelu;
     int sequential;
     int log_every;
     int quiet;
@@ -27,6 +28,7 @@ static const gptc_option g_train_opts[] = {
     {"channels", OPT_INT, F(t.model.channels), "N", "embedding width", 1, 65536},
     {"context", OPT_INT, F(t.model.context), "N", "positions the model can attend to", 1, 1 << 20},
     {"vocab", OPT_INT, F(t.model.vocab), "N", "vocabulary size (0: from the data's meta.json, else 50257)", 0, 65536},
+    {"gelu", OPT_STRING, F(gelu), "FORM", "MLP activation: tanh (GPT-2's GELU), erf (exact GELU) or sigmoid (x sigmoid(1.702 x)); a resumed run must use its checkpoint's", 0, 0},
     {"data", OPT_STRING, F(t.data), "PATH", "train shards: a .bin file, a glob, or a folder made by `gptc prepare`", 0, 0},
     {"val-data", OPT_STRING, F(t.val_data), "PATH", "val shards (default: the val split of the --data folder)", 0, 0},
     {"batch", OPT_INT, F(t.batch), "B", "sequences per micro-step", 1, 1 << 20},
@@ -50,6 +52,7 @@ static const gptc_option g_train_opts[] = {
     {"eval-batches", OPT_INT, F(t.eval_batches), "N", "micro-batches per evaluation", 1, 1e6},
     {"threads", OPT_INT, F(t.threads), "N", "OpenMP threads (0: all cores)", 0, 4096},
     {"naive-attention", OPT_FLAG, F(t.naive_attention), "", "use the reference attention that stores the T x T scores (instead of flash)", 0, 0},
+    {"no-fusion", OPT_FLAG, F(t.no_fusion), "", "separate residual/LayerNorm kernels and whole (B,T,V) logits (instead of fused, chunked)", 0, 0},
     {"sample-every", OPT_INT, F(t.sample_every), "N", "print a sample, decoded with the data's tokenizer, every N steps (0: never)", 0, 1e9},
     {"sample-tokens", OPT_INT, F(t.sample_tokens), "N", "tokens per sample in the log", 1, 1 << 20},
     {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
@@ -73,6 +76,7 @@ static void defaults(train_cli *c) {
     memset(c, 0, sizeof *c);
     gptc_train_options_default(&c->t);
     c->model = "small-cpu";
+    c->gelu = "tanh";
     c->log_every = 1;
 }
 
@@ -101,10 +105,10 @@ static int on_step(void *user, const gptc_step_info *in) {
         const gptc_model_config *m = in->model;
         const gptc_train_options *t = &p->c->t;
         if (!p->c->quiet) {
-            printf("model: %d layers, %d heads, %d channels, context %d, vocab %d (padded %d), %.2fM parameters | "
-                   "batch %d x %d, %ld tokens/update | kernels %s | threads %d\n",
+            printf("model: %d layers, %d heads, %d channels, context %d, vocab %d (padded %d), gelu %s, %.2fM "
+                   "parameters | batch %d x %d, %ld tokens/update | kernels %s | threads %d\n",
                    m->layers, m->heads, m->channels, m->context, m->vocab, gptc_padded_vocab(m->vocab),
-                   gptc_model_num_params(m) / 1e6, t->batch, t->seq, in->tokens_per_update, gptc_kernels_get()->variant,
+                   gptc_gelu_name(m->gelu), gptc_model_num_params(m) / 1e6, t->batch, t->seq, in->tokens_per_update, gptc_kernels_get()->variant,
                    gptc_threads());
             if (in->first_step) printf("resuming from step %d\n", in->first_step);
             fflush(stdout);
@@ -159,6 +163,10 @@ int gptc_cmd_train(int argc, char **argv) {
     int *model_fields[] = {&c.t.model.layers, &c.t.model.heads, &c.t.model.channels, &c.t.model.context, &c.t.model.vocab};
     for (int j = 0; j < 5; j++)
         if (given_flag(given, shape_flags[j])) *model_fields[j] = *shape_fields[j];
+    if (gptc_gelu_from_name(c.gelu, &c.t.model.gelu)) {
+        gptc_cli_error();
+        return 2;
+    }
     c.t.shuffle = !c.sequential;
 
     /* without --seq, train on the model's whole context (positions never trained sample badly) */

@@ -25,11 +25,12 @@ typedef struct gptc_kernels {
     void (*layernorm_bwd)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                           const float *w, const float *mean, const float *rstd, int N, int C);
 
-    /* C (M,N) = beta*C + op(A) op(B), op(X) = X or X^T; A is (M,K) or, when transA, stored (K,M);
-     * B is (K,N) or, when transB, stored (N,K); lda/ldb/ldc are the row strides as stored. beta is
-     * 0 (overwrite, C may hold garbage) or 1 (accumulate). */
+    /* C (M,N) = beta*C + op(A) op(B) [+ bias], op(X) = X or X^T; A is (M,K) or, when transA, stored
+     * (K,M); B is (K,N) or, when transB, stored (N,K); lda/ldb/ldc are the row strides as stored.
+     * beta is 0 (overwrite, C may hold garbage) or 1 (accumulate). bias (N), or NULL, is added to
+     * every row in the epilogue (a linear layer's forward in one pass over C). */
     void (*gemm)(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
-                 int ldb, float beta, float *C, int ldc);
+                 int ldb, float beta, const float *bias, float *C, int ldc);
     /* out (N,OC) += bias (OC) broadcast over rows */
     void (*bias_fwd)(float *out, const float *bias, int N, int OC);
     /* dbias (OC) += column sums of dout (N,OC) */
@@ -63,6 +64,19 @@ typedef struct gptc_kernels {
     /* dlogits (N,Vp) += (probs - onehot(target)) * dloss; padding columns untouched */
     void (*crossentropy_bwd)(float *dlogits, const float *probs, const int *targets, float dloss,
                              int N, int V, int Vp);
+    /* res (N,C) = a + b, then out (N,C) = (res - mean) * rstd * w + bias; mean, rstd (N) saved for the
+     * backward: the residual add fused with the LayerNorm that follows it. */
+    void (*residual_layernorm_fwd)(float *res, float *out, float *mean, float *rstd, const float *a, const float *b,
+                                   const float *w, const float *bias, int N, int C);
+    /* dinp (N,C) = dskip + LayerNorm backward of dout (OVERWRITES dinp, unlike the other backward kernels;
+     * dskip (N,C) is the gradient arriving through the residual skip, NULL meaning zero; it may alias dinp);
+     * dw, db (C) +=. The LayerNorm backward fused with the residual add's backward. */
+    void (*layernorm_bwd_residual)(float *dinp, float *dw, float *db, const float *dskip, const float *dout,
+                                   const float *inp, const float *w, const float *mean, const float *rstd, int N, int C);
+    /* Softmax + cross-entropy + its gradient in one pass, in place: on entry logits (N,Vp) (first V columns
+     * valid); on return losses (N) = -log softmax[target] and logits holds dlogits = (softmax - onehot(target))
+     * * dloss over the first V columns, padding columns set to 0. targets (N). */
+    void (*crossentropy_fused)(float *losses, float *logits, const int *targets, float dloss, int N, int V, int Vp);
 
     /* AdamW on n contiguous floats (torch.optim.AdamW's formula): p -= lr*wd*p;
      * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (m/bc1) / (sqrt(v/bc2) + eps),

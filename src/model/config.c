@@ -1,20 +1,41 @@
 /* config.c — model presets, checks and derived sizes. */
 #include "gptc.h"
 #include "core/core.h"
+#include "kernels/gelu.h"
 
 #include <string.h>
 
+/* the public kinds are the kernels' forms, value for value (the model passes one as the other) */
+_Static_assert((int)GPTC_GELU_KIND_TANH == (int)GPTC_GELU_TANH && (int)GPTC_GELU_KIND_ERF == (int)GPTC_GELU_ERF &&
+                   (int)GPTC_GELU_KIND_SIGMOID == (int)GPTC_GELU_SIGMOID,
+               "gptc_gelu_kind must match gptc_gelu_form");
+
+static const char *const g_gelu_names[] = {"tanh", "erf", "sigmoid"};
+#define GELU_KINDS ((int)(sizeof g_gelu_names / sizeof g_gelu_names[0]))
+
+const char *gptc_gelu_name(gptc_gelu_kind g) { return (int)g >= 0 && (int)g < GELU_KINDS ? g_gelu_names[g] : "?"; }
+
+gptc_status gptc_gelu_from_name(const char *name, gptc_gelu_kind *out) {
+    for (int i = 0; i < GELU_KINDS; i++)
+        if (name && strcmp(name, g_gelu_names[i]) == 0) {
+            *out = (gptc_gelu_kind)i;
+            return GPTC_OK;
+        }
+    return gptc_fail(GPTC_ERR_ARG, "--gelu %s: unknown GELU form (expected tanh, erf or sigmoid)", name ? name : "");
+}
+
 typedef struct { const char *name; gptc_model_config cfg; } preset;
 
-/* vocab 0 in a preset means "from the data" (the trainer fills it from the shards' meta.json). */
+/* vocab 0 in a preset means "from the data" (the trainer fills it from the shards' meta.json); every
+ * preset uses GPT-2's tanh GELU (`--gelu` changes it). */
 static const preset g_presets[] = {
-    {"gpt2", {12, 12, 768, 1024, 50257}},
-    {"gpt2-medium", {24, 16, 1024, 1024, 50257}},
-    {"gpt2-large", {36, 20, 1280, 1024, 50257}},
-    {"gpt2-xl", {48, 25, 1600, 1024, 50257}},
-    {"tiny", {2, 2, 64, 64, 0}},
-    {"small-cpu", {4, 4, 128, 128, 0}},
-    {"medium-cpu", {6, 6, 384, 256, 0}},
+    {"gpt2", {12, 12, 768, 1024, 50257, GPTC_GELU_KIND_TANH}},
+    {"gpt2-medium", {24, 16, 1024, 1024, 50257, GPTC_GELU_KIND_TANH}},
+    {"gpt2-large", {36, 20, 1280, 1024, 50257, GPTC_GELU_KIND_TANH}},
+    {"gpt2-xl", {48, 25, 1600, 1024, 50257, GPTC_GELU_KIND_TANH}},
+    {"tiny", {2, 2, 64, 64, 0, GPTC_GELU_KIND_TANH}},
+    {"small-cpu", {4, 4, 128, 128, 0, GPTC_GELU_KIND_TANH}},
+    {"medium-cpu", {6, 6, 384, 256, 0, GPTC_GELU_KIND_TANH}},
 };
 
 const char *gptc_model_preset_names(void) { return "gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny, small-cpu, medium-cpu"; }
@@ -37,6 +58,8 @@ gptc_status gptc_model_config_check(const gptc_model_config *c) {
     if (c->channels % c->heads)
         return gptc_fail(GPTC_ERR_ARG, "--heads %d: must divide --channels %d (head size = channels/heads)",
                          c->heads, c->channels);
+    if ((int)c->gelu < 0 || (int)c->gelu >= GELU_KINDS)
+        return gptc_fail(GPTC_ERR_ARG, "gelu %d: unknown GELU form (expected 0 tanh, 1 erf or 2 sigmoid)", (int)c->gelu);
     if (c->vocab > 65536)
         return gptc_fail(GPTC_ERR_ARG, "--vocab %d: token shards hold uint16 ids, so at most 65536", c->vocab);
     return GPTC_OK;

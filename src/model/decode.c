@@ -43,24 +43,20 @@ const float *gptc_model_decode_step(const gptc_model *m, gptc_kv_cache *c, int t
         const gptc_layer *w = &m->w.layer[l];
         float *kc = c->k + (size_t)l * c->maxT * C, *vc = c->v + (size_t)l * c->maxT * C;
         k->layernorm_fwd(c->xn, &mean, &rstd, c->x, w->ln1w, w->ln1b, 1, C);
-        k->gemm(0, 0, 1, 3 * C, C, c->xn, C, w->qkvw, 3 * C, 0.0f, c->qkv, 3 * C);
-        k->bias_fwd(c->qkv, w->qkvb, 1, 3 * C);
+        k->gemm(0, 0, 1, 3 * C, C, c->xn, C, w->qkvw, 3 * C, 0.0f, w->qkvb, c->qkv, 3 * C);
         memcpy(kc + (size_t)t * C, c->qkv + C, sizeof(float) * C);
         memcpy(vc + (size_t)t * C, c->qkv + 2 * C, sizeof(float) * C);
         k->attention_decode(c->atty, c->att, c->qkv, kc, vc, t + 1, C, NH);
-        k->gemm(0, 0, 1, C, C, c->atty, C, w->attprojw, C, 0.0f, c->tmp, C);
-        k->bias_fwd(c->tmp, w->attprojb, 1, C);
+        k->gemm(0, 0, 1, C, C, c->atty, C, w->attprojw, C, 0.0f, w->attprojb, c->tmp, C);
         k->residual_fwd(c->x, c->x, c->tmp, C);
         k->layernorm_fwd(c->xn, &mean, &rstd, c->x, w->ln2w, w->ln2b, 1, C);
-        k->gemm(0, 0, 1, 4 * C, C, c->xn, C, w->fcw, 4 * C, 0.0f, c->fch, 4 * C);
-        k->bias_fwd(c->fch, w->fcb, 1, 4 * C);
-        k->gelu_fwd(c->fch, c->fch, (size_t)4 * C);
-        k->gemm(0, 0, 1, C, 4 * C, c->fch, 4 * C, w->fcprojw, C, 0.0f, c->tmp, C);
-        k->bias_fwd(c->tmp, w->fcprojb, 1, C);
+        k->gemm(0, 0, 1, 4 * C, C, c->xn, C, w->fcw, 4 * C, 0.0f, w->fcb, c->fch, 4 * C);
+        gptc_gelu_fwd_form(gptc_model_gelu(m), c->fch, c->fch, (size_t)4 * C);
+        k->gemm(0, 0, 1, C, 4 * C, c->fch, 4 * C, w->fcprojw, C, 0.0f, w->fcprojb, c->tmp, C);
         k->residual_fwd(c->x, c->x, c->tmp, C);
     }
     k->layernorm_fwd(c->xn, &mean, &rstd, c->x, m->w.lnfw, m->w.lnfb, 1, C);
-    k->gemm(0, 1, 1, V, C, c->xn, C, m->w.wte, C, 0.0f, c->logits, m->Vp);
+    k->gemm(0, 1, 1, V, C, c->xn, C, m->w.wte, C, 0.0f, NULL, c->logits, m->Vp);
     c->len++;
     return c->logits;
 }

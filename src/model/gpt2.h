@@ -1,6 +1,7 @@
 /* gpt2.h — the GPT-2 model: parameters, gradients and activations as flat arenas planned once
  * from the configuration (sizes first, one allocation, then views), forward, backward, and the
- * one-token decode step with a KV cache used for sampling. Calls only the kernel table.
+ * one-token decode step with a KV cache used for sampling. Calls only the kernel table (and the
+ * GELU form dispatcher of kernels/gelu.h for the configured form).
  *
  * Parameter layout: wte, wpe, then each layer's 12 tensors in order, then ln_f; every tensor
  * starts on a 64-byte boundary. Weights use Hugging Face's GPT-2 layout (Conv1D: [in, out]), so
@@ -10,6 +11,7 @@
 #define GPTC_MODEL_GPT2_H
 
 #include "core/core.h"
+#include "kernels/gelu.h"
 #include "kernels/kernels.h"
 
 enum {
@@ -61,20 +63,23 @@ typedef struct gptc_acts {
     float **fcproj;                 /* (B,T,C) */
     float **residual3;              /* (B,T,C) */
     float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
-    float *logits;                  /* (B,T,Vp); overwritten with the probabilities by the loss */
+    float *logits;                  /* unfused: (B,T,Vp), overwritten with the probabilities by the loss;
+                                     * fused: (min(B*T, GPTC_CLASSIFIER_CHUNK), Vp), one chunk's logits */
     float *losses;                  /* (B,T) */
 } gptc_acts;
 
 /* Gradients of activations: one layer's worth, reused layer by layer, plus the residual stream. */
 typedef struct gptc_dacts {
     float *dres_out, *dres_in;      /* (B,T,C) gradient at a layer's output / input (ping-pong) */
-    float *dln1, *dqkv, *datty, *dpreatt, *datt, *dattproj, *dres2, *dln2, *dfch, *dfch_gelu, *dfcproj;
+    float *dln1, *dqkv, *datty, *dpreatt, *datt, *dres2, *dln2, *dfch, *dfch_gelu; /* one layer's */
     float *dq, *dk, *dv, *dout_heads; /* (B,NH,T,HS), flash attention only */
     float *dlnf;                    /* (B,T,C) */
-    float *dlogits;                 /* (B,T,Vp) */
-    size_t layer_floats;            /* size of the per-layer block zeroed before each layer */
-    float *layer_block;
+    float *dlogits;                 /* (B,T,Vp), unfused only (the fused classifier works in place) */
 } gptc_dacts;
+
+/* Rows of the fused classifier's chunk: its logits take GPTC_CLASSIFIER_CHUNK x Vp floats (51.5 MB
+ * at GPT-2's vocabulary) whatever B and T are. */
+#define GPTC_CLASSIFIER_CHUNK 256
 
 typedef struct gptc_model {
     gptc_model_config cfg;
@@ -88,6 +93,8 @@ typedef struct gptc_model {
     int ntensors;
     /* training activations for (B,T) */
     bool naive_attention;       /* materialise (B,NH,T,T) scores (the reference) instead of flash */
+    bool fuse;                  /* fused residual+LayerNorm and chunked classifier (see forward.c);
+                                 * false: separate kernels and the whole logits kept */
     int B, T;
     float *act_arena, *dact_arena;
     size_t act_floats, dact_floats;
@@ -98,6 +105,9 @@ typedef struct gptc_model {
     float loss;                 /* mean loss of the last forward with targets */
 } gptc_model;
 
+/* The model's GELU form as the kernels name it (config.c checks the two enums agree). */
+static inline gptc_gelu_form gptc_model_gelu(const gptc_model *m) { return (gptc_gelu_form)m->cfg.gelu; }
+
 /* Plans and allocates the parameter arena (zeroed). */
 gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg);
 void gptc_model_free(gptc_model *m);
@@ -105,19 +115,26 @@ void gptc_model_free(gptc_model *m);
  * N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1; deterministic in seed. */
 void gptc_model_init_weights(gptc_model *m, uint64_t seed);
 /* Allocates gradients and the activations for micro-batches of (B,T), for the attention chosen by
- * m->naive_attention (set it before: false = fused flash attention, O(T) memory per row). */
+ * m->naive_attention (false = fused flash attention, O(T) memory per row) and the classifier chosen
+ * by m->fuse (set both before). */
 gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T);
 /* Bytes the training arenas would take (parameters, gradients, activations), for refusing a run
  * that cannot fit before allocating. */
-size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T, bool naive_attention);
+size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T, bool naive_attention, bool fuse);
 
 /* Forward over inputs (B,T); with targets (B,T) returns the mean loss, else returns 0 and leaves
- * the logits in m->a.logits (B,T,Vp). B,T must not exceed the allocated ones. */
+ * the logits in m->a.logits (B,T,Vp), which only an unfused model (m->fuse false) keeps. B,T must
+ * not exceed the allocated ones. */
 float gptc_model_forward(gptc_model *m, const int *inputs, const int *targets, int B, int T);
 void gptc_model_zero_grad(gptc_model *m);
 /* Backward of the last forward, accumulating into m->grads; dloss_scale multiplies the gradient
  * of the mean loss (1/accumulation steps). */
 void gptc_model_backward(gptc_model *m, float dloss_scale);
+/* A training micro-step: forward with targets and backward in one call (what the trainer runs).
+ * Same result as forward then backward; when fused, each classifier chunk's gradient is formed
+ * while its logits are in memory, where a separate backward has to compute them again. */
+float gptc_model_forward_backward(gptc_model *m, const int *inputs, const int *targets, int B, int T,
+                                  float dloss_scale);
 
 /* ---- decoding with a KV cache */
 typedef struct gptc_kv_cache {

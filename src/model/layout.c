@@ -125,8 +125,8 @@ static void take(gptc_plan *p, float *base, float **dst, size_t n) {
 
 /* Plans the activation and activation-gradient arenas (sizes in *acts_out, *dacts_out); with m
  * non-NULL also points m's views into abase and dbase. */
-static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T, bool naive, float *abase,
-                      float *dbase, size_t *acts_out, size_t *dacts_out) {
+static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T, bool naive, bool fuse,
+                      float *abase, float *dbase, size_t *acts_out, size_t *dacts_out) {
     int L = cfg->layers;
     size_t C = cfg->channels, NH = cfg->heads, BT = (size_t)B * T, Vp = gptc_padded_vocab(cfg->vocab);
     size_t TT = naive ? (size_t)B * NH * T * T : 0, BTC = naive ? 0 : BT * C, BHT = naive ? 0 : (size_t)B * NH * T;
@@ -162,7 +162,8 @@ static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T,
     take(&p, abase, A(lnf), BT * C);
     take(&p, abase, A(lnf_mean), BT);
     take(&p, abase, A(lnf_rstd), BT);
-    take(&p, abase, A(logits), BT * Vp);
+    size_t logit_rows = fuse ? (BT < GPTC_CLASSIFIER_CHUNK ? BT : GPTC_CLASSIFIER_CHUNK) : BT;
+    take(&p, abase, A(logits), logit_rows * Vp);
     take(&p, abase, A(losses), BT);
 #undef A
     *acts_out = p.used;
@@ -171,8 +172,7 @@ static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T,
     take(&q, dbase, D(dres_out), BT * C);
     take(&q, dbase, D(dres_in), BT * C);
     take(&q, dbase, D(dlnf), BT * C);
-    take(&q, dbase, D(dlogits), BT * Vp);
-    size_t layer_start = q.used;
+    take(&q, dbase, D(dlogits), fuse ? 0 : BT * Vp);
     take(&q, dbase, D(dln1), BT * C);
     take(&q, dbase, D(dqkv), BT * 3 * C);
     take(&q, dbase, D(datty), BT * C);
@@ -182,23 +182,17 @@ static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T,
     take(&q, dbase, D(dk), BTC);
     take(&q, dbase, D(dv), BTC);
     take(&q, dbase, D(dout_heads), BTC);
-    take(&q, dbase, D(dattproj), BT * C);
     take(&q, dbase, D(dres2), BT * C);
     take(&q, dbase, D(dln2), BT * C);
     take(&q, dbase, D(dfch), BT * 4 * C);
     take(&q, dbase, D(dfch_gelu), BT * 4 * C);
-    take(&q, dbase, D(dfcproj), BT * C);
 #undef D
-    if (d && dbase) {
-        d->layer_block = dbase + layer_start;
-        d->layer_floats = q.used - layer_start;
-    }
     *dacts_out = q.used;
 }
 
-size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T, bool naive) {
+size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T, bool naive, bool fuse) {
     size_t acts, dacts;
-    plan_acts(NULL, cfg, B, T, naive, NULL, NULL, &acts, &dacts);
+    plan_acts(NULL, cfg, B, T, naive, fuse, NULL, NULL, &acts, &dacts);
     size_t params = gptc_model_num_params(cfg) + (size_t)(gptc_padded_vocab(cfg->vocab) - cfg->vocab) * cfg->channels;
     return (2 * params + acts + dacts) * sizeof(float);
 }
@@ -218,14 +212,14 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
                                 &m->a.q, &m->a.k, &m->a.v, &m->a.o, &m->a.lse};
     for (int i = 0; i < NFIELDS; i++) *fields[i] = ptrs + (size_t)i * L;
     bool naive = m->naive_attention;
-    plan_acts(NULL, &m->cfg, B, T, naive, NULL, NULL, &m->act_floats, &m->dact_floats);
+    plan_acts(NULL, &m->cfg, B, T, naive, m->fuse, NULL, NULL, &m->act_floats, &m->dact_floats);
     m->grads = gptc_alloc(m->num_floats * sizeof(float), "gradients");
     m->act_arena = m->grads ? gptc_alloc(m->act_floats * sizeof(float), "activations") : NULL;
     m->dact_arena = m->act_arena ? gptc_alloc(m->dact_floats * sizeof(float), "activation gradients") : NULL;
     m->inputs = m->dact_arena ? gptc_alloc(sizeof(int) * B * T, "inputs") : NULL;
     m->targets = m->inputs ? gptc_alloc(sizeof(int) * B * T, "targets") : NULL;
     if (!m->targets) return GPTC_ERR_NOMEM; /* gptc_model_free releases what was allocated */
-    plan_acts(m, &m->cfg, B, T, naive, m->act_arena, m->dact_arena, &m->act_floats, &m->dact_floats);
+    plan_acts(m, &m->cfg, B, T, naive, m->fuse, m->act_arena, m->dact_arena, &m->act_floats, &m->dact_floats);
     point_views(m, m->grads, &m->g);
     m->B = B;
     m->T = T;

@@ -15,6 +15,18 @@
 #define OPTIM_FILE "optim.safetensors"
 #define CONFIG_FILE "config.json"
 
+/* ---- the GELU form: "gptc.gelu" in the metadata (the --gelu name), activation_function in config.json */
+
+/* Hugging Face's activation_function for each gptc_gelu_kind */
+static const char *hf_activation(gptc_gelu_kind g) {
+    switch (g) {
+    case GPTC_GELU_KIND_TANH: return "gelu_new";
+    case GPTC_GELU_KIND_ERF: return "gelu";
+    case GPTC_GELU_KIND_SIGMOID: return "quick_gelu";
+    }
+    return "gelu_new";
+}
+
 /* ---- metadata helpers */
 
 #define META_MAX 40
@@ -44,6 +56,7 @@ static void meta_config(meta_list *ml, const gptc_model_config *c, const char *t
     meta_add(ml, "gptc.channels", "%d", c->channels);
     meta_add(ml, "gptc.context", "%d", c->context);
     meta_add(ml, "gptc.vocab", "%d", c->vocab);
+    meta_add(ml, "gptc.gelu", "%s", gptc_gelu_name(c->gelu));
     meta_add(ml, "gptc.tokenizer", "%s", tokenizer);
 }
 
@@ -91,7 +104,7 @@ static gptc_status write_hf_config(const char *path, const gptc_model_config *c)
     cJSON_AddNumberToObject(o, "n_ctx", c->context);
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
     cJSON_AddNumberToObject(o, "layer_norm_epsilon", 1e-5);
-    cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+    cJSON_AddStringToObject(o, "activation_function", hf_activation(c->gelu));
     cJSON_AddBoolToObject(o, "tie_word_embeddings", 1);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
@@ -253,6 +266,13 @@ gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, 
         (st = meta_int(&f, "gptc.channels", &cfg->channels)) || (st = meta_int(&f, "gptc.context", &cfg->context)) ||
         (st = meta_int(&f, "gptc.vocab", &cfg->vocab)))
         goto done;
+    /* checkpoints written before the form was recorded are GPT-2's tanh form */
+    const char *gelu = gptc_st_meta(&f, "gptc.gelu");
+    cfg->gelu = GPTC_GELU_KIND_TANH;
+    if (gelu && gptc_gelu_from_name(gelu, &cfg->gelu) != GPTC_OK) {
+        st = gptc_fail(GPTC_ERR_FORMAT, "%s: metadata gptc.gelu=\"%s\" is not a GELU form (tanh, erf or sigmoid)", path, gelu);
+        goto done;
+    }
     if ((st = gptc_model_config_check(cfg))) {
         st = gptc_fail_prefix(GPTC_ERR_FORMAT, "%s: bad model config in metadata", path);
         goto done;
@@ -324,8 +344,12 @@ static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, cons
 
 static gptc_status check_same_config(const char *path, const gptc_model_config *a, const gptc_model_config *b) {
     if (a->layers == b->layers && a->heads == b->heads && a->channels == b->channels && a->context == b->context &&
-        a->vocab == b->vocab)
-        return GPTC_OK;
+        a->vocab == b->vocab) {
+        if (a->gelu == b->gelu) return GPTC_OK;
+        return gptc_fail(GPTC_ERR_STATE, "%s: checkpoint was trained with --gelu %s but the model uses --gelu %s; use "
+                         "--gelu %s or another --ckpt folder",
+                         path, gptc_gelu_name(a->gelu), gptc_gelu_name(b->gelu), gptc_gelu_name(a->gelu));
+    }
     return gptc_fail(GPTC_ERR_STATE,
                      "%s: checkpoint is layers=%d heads=%d channels=%d context=%d vocab=%d but the run asks for "
                      "layers=%d heads=%d channels=%d context=%d vocab=%d; use matching flags or another --ckpt folder",

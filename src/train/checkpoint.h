@@ -1,6 +1,7 @@
 /* checkpoint.h — checkpoints as folders of safetensors files:
  *   DIR/step-00000100/model.safetensors   HF GPT-2 tensor names and layouts, config in metadata
  *   DIR/step-00000100/config.json         HF-style GPT-2 config, so the folder loads elsewhere
+ *                                         (activation_function names the GELU form)
  *   DIR/step-00000100/optim.safetensors   AdamW moments ("exp_avg.<name>", "exp_avg_sq.<name>")
  *                                         and the trainer state in its metadata
  * A checkpoint is written into DIR/.tmp-step-N-PID, every file fsync'd, then renamed into place and
@@ -32,11 +33,12 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mo
  * itself is a step folder it is returned. */
 gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found);
 
-/* Reads the model configuration and tokenizer name from a step folder. */
+/* Reads the model configuration (shape and GELU form; a checkpoint that does not record the form
+ * is tanh, GPT-2's) and tokenizer name from a step folder. */
 gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, char *tokenizer, size_t cap);
 
-/* Loads the weights into m (initialised with the same config; a different shape is refused naming
- * both) and, when mom/vel/s are non-NULL, the optimizer moments and trainer state. */
+/* Loads the weights into m (initialised with the same config; a different shape or GELU form is
+ * refused naming both) and, when mom/vel/s are non-NULL, the optimizer moments and trainer state. */
 gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, float *vel, gptc_trainer_state *s);
 
 #endif

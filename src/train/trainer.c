@@ -242,15 +242,22 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
             return gptc_fail(GPTC_ERR_STATE, "--ckpt %s: was trained on %s tokens but --data %s holds %s tokens; "
                              "prepare the data with --tokenizer %s or use another --ckpt folder",
                              resume, saved_tok, o.data, meta.tokenizer, saved_tok);
-        if (memcmp(&saved, &o.model, sizeof saved) != 0)
+        gptc_model_config shape = saved;
+        shape.gelu = o.model.gelu; /* the shape first, then the form */
+        if (memcmp(&shape, &o.model, sizeof shape) != 0)
             return gptc_fail(GPTC_ERR_STATE,
                              "--ckpt %s: holds a model with layers=%d heads=%d channels=%d context=%d vocab=%d, but "
                              "this run asks for layers=%d heads=%d channels=%d context=%d vocab=%d; use matching flags "
                              "or another --ckpt folder",
                              resume, saved.layers, saved.heads, saved.channels, saved.context, saved.vocab,
                              o.model.layers, o.model.heads, o.model.channels, o.model.context, o.model.vocab);
+        if (saved.gelu != o.model.gelu)
+            return gptc_fail(GPTC_ERR_STATE,
+                             "--ckpt %s: holds a model trained with --gelu %s, but this run asks for --gelu %s; use "
+                             "--gelu %s or another --ckpt folder",
+                             resume, gptc_gelu_name(saved.gelu), gptc_gelu_name(o.model.gelu), gptc_gelu_name(saved.gelu));
     }
-    size_t need = gptc_model_train_bytes(&o.model, o.batch, o.seq, o.naive_attention) +
+    size_t need = gptc_model_train_bytes(&o.model, o.batch, o.seq, o.naive_attention, !o.no_fusion) +
                   2 * gptc_model_num_params(&o.model) * sizeof(float);
     struct sysinfo si;
     if (sysinfo(&si) == 0 && need > (size_t)si.totalram * si.mem_unit)
@@ -276,6 +283,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     /* 3. model and optimizer */
     if ((st = gptc_model_init(&t.model, &o.model))) goto fail;
     t.model.naive_attention = o.naive_attention;
+    t.model.fuse = !o.no_fusion;
     if ((st = gptc_model_alloc_train(&t.model, o.batch, o.seq))) goto fail;
     t.mom = gptc_alloc(t.model.num_floats * sizeof(float), "AdamW first moments");
     t.vel = t.mom ? gptc_alloc(t.model.num_floats * sizeof(float), "AdamW second moments") : NULL;
@@ -324,8 +332,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         double loss_sum = 0;
         for (int micro = 0; micro < t.accum; micro++) {
             if ((st = gptc_loader_next(&t.train, t.inputs, t.targets))) { st = gptc_fail_prefix(st, "--data"); goto fail; }
-            loss_sum += gptc_model_forward(&t.model, t.inputs, t.targets, o.batch, o.seq);
-            gptc_model_backward(&t.model, 1.0f / t.accum);
+            loss_sum += gptc_model_forward_backward(&t.model, t.inputs, t.targets, o.batch, o.seq, 1.0f / t.accum);
         }
         float loss = (float)(loss_sum / t.accum);
         double norm = gptc_grad_norm(t.model.grads, t.model.num_floats);

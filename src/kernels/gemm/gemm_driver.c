@@ -1,4 +1,5 @@
-/* gemm_driver.c — portable BLIS-style GEMM: cache blocking, packing (absorbs transposes), OpenMP tiling. */
+/* gemm_driver.c — portable BLIS-style GEMM: cache blocking, packing (absorbs transposes), a
+ * barrier-free 2-D split of C over OpenMP threads, and the bias in the microkernel's epilogue. */
 #include "kernels/gemm/gemm_driver.h"
 
 #include <omp.h>
@@ -9,16 +10,11 @@
 
 #define GEMM_MIN(a, b) ((a) < (b) ? (a) : (b))
 
-/* ---- workspace: one A block per thread, one B panel per calling thread; grows once, then reused */
-
+/* Per-thread packing buffers: one A block and one B panel; they grow once, then are reused. */
 static _Thread_local gptc_workspace tl_apack, tl_bpack;
 
-/* ---- portable packers */
-
-/* Rows i0..i0+m-1 of op(A) (op(A)(i,k) = trans ? X[k*ldx+i] : X[i*ldx+k]), columns k0..k0+kc-1, as
- * micro-panels of r rows: out[p*r*kc + k*r + i], zero padded. Serves B too: op(B)^T has the same
- * shape (columns of op(B) are rows of op(B)^T), with trans flipped by the caller. */
-static void pack_panels(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, float *out) {
+void gptc_gemm_pack_portable(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r,
+                             float *out) {
     for (int p = 0; p < m; p += r) {
         int rows = GEMM_MIN(r, m - p);
         float *o = out + (size_t)p * kc;
@@ -43,62 +39,81 @@ static void pack_panels(int trans, const float *X, int ldx, int i0, int k0, int 
 
 static size_t round_up(size_t x, size_t r) { return (x + r - 1) / r * r; }
 
-/* ---- driver */
+/* The thread grid tm x tn (tm * tn = nt) with the least work on its busiest thread: multiply-adds
+ * of its block plus packing, an element packed costing about as much as 16 multiply-adds (a
+ * vector load and store against a 16-wide FMA). A is packed once per B panel width nc. */
+static void choose_grid(int nt, int mpan, int npan, int mr, int nr, int nc, int *tm, int *tn) {
+    double best = -1;
+    for (int a = 1; a <= nt; a++) {
+        if (nt % a) continue;
+        int b = nt / a;
+        double rows = (double)((mpan + a - 1) / a) * mr, cols = (double)((npan + b - 1) / b) * nr;
+        double nblk = (cols + nc - 1) / nc;
+        double cost = rows * cols + 16.0 * (rows * (nblk < 1 ? 1 : nblk) + cols);
+        if (best < 0 || cost < best) best = cost, *tm = a, *tn = b;
+    }
+}
+
+/* One thread's block of C: rows [r0, r1), columns [c0, c1) (multiples of the micro-tile but at
+ * the matrix edge), all of K in KC steps. */
+static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, int transA, int transB, int r0, int r1, int c0,
+                       int c1, int K, const float *A, int lda, const float *B, int ldb, float beta, const float *bias,
+                       float *C, int ldc, float *apack, float *bpack) {
+    const int MR = g->mr, NR = g->nr, MC = g->mc, KC = g->kc, NC = g->nc;
+    for (int jc = c0; jc < c1; jc += NC) {
+        const int nc = GEMM_MIN(NC, c1 - jc);
+        for (int pc = 0; pc < K; pc += KC) {
+            const int kc = GEMM_MIN(KC, K - pc);
+            const float bt = pc == 0 ? beta : 1.0f;
+            const float *bs = pc == 0 ? bias : NULL; /* the bias joins the first partial sum */
+            pack(!transB, B, ldb, jc, pc, nc, kc, NR, bpack);
+            for (int ic = r0; ic < r1; ic += MC) {
+                const int mc = GEMM_MIN(MC, r1 - ic);
+                pack(transA, A, lda, ic, pc, mc, kc, MR, apack);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    const int n = GEMM_MIN(NR, nc - jr);
+                    const float *bq = bpack + (size_t)jr * kc;
+                    const float *bb = bs ? bs + jc + jr : NULL;
+                    for (int ir = 0; ir < mc; ir += MR)
+                        g->kernel(kc, apack + (size_t)ir * kc, bq, C + (size_t)(ic + ir) * ldc + jc + jr, ldc,
+                                  GEMM_MIN(MR, mc - ir), n, bt, bb);
+                }
+            }
+        }
+    }
+}
 
 void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const float *A,
-                       int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+                       int lda, const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
         for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+            for (int j = 0; j < N; j++) {
+                float *c = C + (size_t)i * ldc + j;
+                *c = (beta == 0.0f ? 0.0f : beta * *c) + (bias ? bias[j] : 0.0f);
+            }
         return;
     }
-    const int MR = g->mr, NR = g->nr, MC = g->mc, KC = g->kc, NC = g->nc;
-    gptc_gemm_pack pack_a = g->pack_a ? g->pack_a : pack_panels;
-    gptc_gemm_pack pack_b = g->pack_b ? g->pack_b : pack_panels;
-    const int kcmax = GEMM_MIN(KC, K);
-    float *bpack = gptc_workspace_get(&tl_bpack, (size_t)kcmax * round_up((size_t)GEMM_MIN(NC, N), NR));
+    const int MR = g->mr, NR = g->nr;
+    gptc_gemm_pack pack = g->pack ? g->pack : gptc_gemm_pack_portable;
+    const int mpan = (M + MR - 1) / MR, npan = (N + NR - 1) / NR;
     const double flops = 2.0 * M * N * K;
-    const int nth = flops < 4e6 ? 1 : omp_get_max_threads();
-    const int nic = (M + MC - 1) / MC;
+    int nt = flops < 4e6 ? 1 : omp_get_max_threads();
+    if (nt > mpan * npan) nt = mpan * npan;
+    int tm = 1, tn = 1;
+    choose_grid(nt, mpan, npan, MR, NR, g->nc, &tm, &tn);
+    const size_t kcmax = (size_t)GEMM_MIN(g->kc, K);
 
-#pragma omp parallel num_threads(nth)
+#pragma omp parallel num_threads(nt)
     {
-        const int nt = omp_get_num_threads();
-        float *apack = gptc_workspace_get(&tl_apack, (size_t)kcmax * round_up((size_t)GEMM_MIN(MC, M), MR));
-        for (int jc = 0; jc < N; jc += NC) {
-            const int nc = GEMM_MIN(NC, N - jc), npan = (nc + NR - 1) / NR;
-            /* Split each A block's columns into chunks so that every thread gets work when M is small. */
-            int nchunk = nt == 1 ? 1 : (8 * nt + nic - 1) / nic;
-            if (nchunk > npan) nchunk = npan;
-            for (int pc = 0; pc < K; pc += KC) {
-                const int kc = GEMM_MIN(KC, K - pc);
-                const float bt = pc == 0 ? beta : 1.0f;
-                /* B panel: columns of op(B) are rows of op(B)^T, so pack it like A with trans flipped. */
-#pragma omp for schedule(static)
-                for (int q = 0; q < npan; q++)
-                    pack_b(!transB, B, ldb, jc + q * NR, pc, GEMM_MIN(NR, nc - q * NR), kc, NR,
-                           bpack + (size_t)q * NR * kc);
-                int packed = -1;
-                /* One thread per (A block, column chunk) tile: each C element's K order is fixed. */
-#pragma omp for schedule(static)
-                for (int t = 0; t < nic * nchunk; t++) {
-                    const int ib = t / nchunk, ch = t % nchunk;
-                    const int ic = ib * MC, mc = GEMM_MIN(MC, M - ic);
-                    if (ib != packed) {
-                        pack_a(transA, A, lda, ic, pc, mc, kc, MR, apack);
-                        packed = ib;
-                    }
-                    const int q0 = (int)((long)ch * npan / nchunk), q1 = (int)((long)(ch + 1) * npan / nchunk);
-                    for (int q = q0; q < q1; q++) {
-                        const int j = jc + q * NR, n = GEMM_MIN(NR, N - j);
-                        const float *bq = bpack + (size_t)q * NR * kc;
-                        for (int ir = 0; ir < mc; ir += MR)
-                            g->kernel(kc, apack + (size_t)ir * kc, bq, C + (size_t)(ic + ir) * ldc + j, ldc,
-                                      GEMM_MIN(MR, mc - ir), n, bt);
-                    }
-                }
-            }
+        const int t = omp_get_thread_num(), ti = t / tn, tj = t % tn;
+        /* whole micro-panels per thread, spread evenly */
+        const int r0 = (int)((long)ti * mpan / tm) * MR, r1 = GEMM_MIN((int)((long)(ti + 1) * mpan / tm) * MR, M);
+        const int c0 = (int)((long)tj * npan / tn) * NR, c1 = GEMM_MIN((int)((long)(tj + 1) * npan / tn) * NR, N);
+        if (r0 < r1 && c0 < c1) {
+            float *apack = gptc_workspace_get(&tl_apack, kcmax * round_up((size_t)GEMM_MIN(g->mc, r1 - r0), MR));
+            float *bpack = gptc_workspace_get(&tl_bpack, kcmax * round_up((size_t)GEMM_MIN(g->nc, c1 - c0), NR));
+            gemm_block(g, pack, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack);
         }
     }
 }

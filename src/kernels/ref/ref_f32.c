@@ -27,6 +27,9 @@ static const gptc_kernels g_ref = {
     .residual_bwd = ref_f32_residual_bwd,
     .crossentropy_fwd = ref_f32_crossentropy_fwd,
     .crossentropy_bwd = ref_f32_crossentropy_bwd,
+    .residual_layernorm_fwd = ref_f32_residual_layernorm_fwd,
+    .layernorm_bwd_residual = ref_f32_layernorm_bwd_residual,
+    .crossentropy_fused = ref_f32_crossentropy_fused,
     .adamw = ref_f32_adamw,
 };
 

@@ -1,5 +1,6 @@
 /* elementwise_avx2.c — AVX2+FMA elementwise kernels: GELU (tanh, erf, sigmoid forms), residual, bias,
- * layernorm, cross-entropy, encoder and AdamW (the kernel text is shared with elementwise_avx512.c). */
+ * layernorm, cross-entropy, encoder, AdamW and the fused residual + layernorm and cross-entropy ops
+ * (the kernel text is shared with elementwise_avx512.c). */
 #include "kernels/gelu.h"
 #include "kernels/x86_avx2/avx2.h"
 

@@ -7,9 +7,9 @@
 #define MR 6
 #define NR 16
 
-/* c (m,n) = beta*c + a (MR,kc) b (kc,NR); a[k*MR+i], b[k*NR+j] packed, m <= MR, n <= NR. */
+/* c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed, m <= MR, n <= NR. */
 static void kernel_avx2(int kc, const float *restrict a, const float *restrict b, float *restrict c, int ldc,
-                        int m, int n, float beta) {
+                        int m, int n, float beta, const float *restrict bias) {
     __m256 c0[MR], c1[MR];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm256_setzero_ps();
@@ -32,6 +32,9 @@ static void kernel_avx2(int kc, const float *restrict a, const float *restrict b
         _mm256_store_ps(tile[i], c0[i]);
         _mm256_store_ps(tile[i] + 8, c1[i]);
     }
+    if (bias)
+        for (int i = 0; i < MR; i++)
+            for (int j = 0; j < n; j++) tile[i][j] += bias[j];
     const __m256 vb = _mm256_set1_ps(beta);
     for (int i = 0; i < m; i++) {
         float *r = c + (size_t)i * ldc;
@@ -57,8 +60,8 @@ static const gptc_gemm_isa k_isa = {
 };
 
 static void gemm_avx2(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
-                      int ldb, float beta, float *C, int ldc) {
-    gptc_gemm_blocked(&k_isa, transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc);
+                      int ldb, float beta, const float *bias, float *C, int ldc) {
+    gptc_gemm_blocked(&k_isa, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
 }
 
 void gptc_avx2_overlay_gemm(gptc_kernels *k) { k->gemm = gemm_avx2; }
