@@ -85,6 +85,23 @@ static void parity(const char *fixture) {
         CHECK_MSG(e < TOL, "grad %s rel err %g", d->name, e);
         if (e > worst_grad) worst_grad = e;
     }
+    {
+        /* the fused path the trainer runs (residual+LayerNorm kernels, chunked classifier with its
+         * gradient in the same pass) against torch too */
+        gptc_model fm;
+        CHECK_OK(gptc_model_init(&fm, &cfg));
+        fm.fuse = true;
+        CHECK_OK(gptc_model_alloc_train(&fm, B, T));
+        memcpy(fm.params, m.params, m.num_floats * sizeof(float));
+        gptc_model_zero_grad(&fm);
+        float fl = gptc_model_forward_backward(&fm, inputs, targets, B, T, 1.0f);
+        CHECK_MSG(fabs(fl - ref_loss[0]) / fabs(ref_loss[0]) < TOL, "fused loss %.8f vs torch %.8f", fl, ref_loss[0]);
+        double fe = worst_grad_err(&f, &fm);
+        CHECK_MSG(fe < TOL, "fused path: gradients rel err %g", fe);
+        printf("    gelu %s, fused path: loss %.8f (torch %.8f), gradients max rel err %.2e\n", form ? form : "tanh", fl,
+               ref_loss[0], fe);
+        gptc_model_free(&fm);
+    }
     if (gelu != GPTC_GELU_KIND_TANH) {
         /* the fixture tells its form from GPT-2's: with the tanh form the gradients miss */
         m.cfg.gelu = GPTC_GELU_KIND_TANH;
