@@ -65,7 +65,7 @@ typedef struct gptc_kernels {
     void (*crossentropy_bwd)(float *dlogits, const float *probs, const int *targets, float dloss,
                              int N, int V, int Vp);
     /* res (N,C) = a + b, then out (N,C) = (res - mean) * rstd * w + bias; mean, rstd (N) saved for the
-     * backward: the residual add fused with the LayerNorm that follows it. */
+     * backward: the residual add fused with the LayerNorm that follows it. res may alias a or b. */
     void (*residual_layernorm_fwd)(float *res, float *out, float *mean, float *rstd, const float *a, const float *b,
                                    const float *w, const float *bias, int N, int C);
     /* dinp (N,C) = dskip + LayerNorm backward of dout (OVERWRITES dinp, unlike the other backward kernels;
@@ -75,7 +75,7 @@ typedef struct gptc_kernels {
                                    const float *inp, const float *w, const float *mean, const float *rstd, int N, int C);
     /* Softmax + cross-entropy + its gradient in one pass, in place: on entry logits (N,Vp) (first V columns
      * valid); on return losses (N) = -log softmax[target] and logits holds dlogits = (softmax - onehot(target))
-     * * dloss over the first V columns, padding columns set to 0. targets (N). */
+     * * dloss over the first V columns, padding columns set to 0. targets (N), not NULL. */
     void (*crossentropy_fused)(float *losses, float *logits, const int *targets, float dloss, int N, int V, int Vp);
 
     /* AdamW on n contiguous floats (torch.optim.AdamW's formula): p -= lr*wd*p;
