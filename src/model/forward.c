@@ -158,10 +158,14 @@ static void classifier_chunks(gptc_model *m, int BT, bool grad, float dloss) {
         classifier_chunk(m, r0, BT - r0 < GPTC_CLASSIFIER_CHUNK ? BT - r0 : GPTC_CLASSIFIER_CHUNK, grad, dloss);
 }
 
-static float mean_loss(gptc_model *m, int BT) {
+/* Records the mean of the (B,T) losses and the shape the backward will use; returns the mean. */
+static float finish_loss(gptc_model *m, int B, int T) {
     double sum = 0;
-    for (int i = 0; i < BT; i++) sum += m->a.losses[i];
-    return (float)(sum / BT);
+    for (int i = 0; i < B * T; i++) sum += m->a.losses[i];
+    m->loss = (float)(sum / (B * T));
+    m->B_last = B;
+    m->T_last = T;
+    return m->loss;
 }
 
 /* Copies the batch and checks the shape against the arenas. */
@@ -193,10 +197,7 @@ float gptc_model_forward(gptc_model *m, const int *inputs, const int *targets, i
         k->gemm(0, 1, BT, V, C, a->lnf, C, m->w.wte, C, 0.0f, NULL, a->logits, Vp);
         k->crossentropy_fwd(a->losses, a->logits, a->logits, m->targets, BT, V, Vp); /* probabilities in place */
     }
-    m->loss = mean_loss(m, BT);
-    m->B_last = B;
-    m->T_last = T;
-    return m->loss;
+    return finish_loss(m, B, T);
 }
 
 void gptc_model_zero_grad(gptc_model *m) { memset(m->grads, 0, m->num_floats * sizeof(float)); }
@@ -232,9 +233,7 @@ float gptc_model_forward_backward(gptc_model *m, const int *inputs, const int *t
     body_forward(m, inputs, B, T);
     /* each chunk's gradient is formed while its logits are in memory: no second classifier pass */
     classifier_chunks(m, BT, true, dloss_scale / BT);
-    m->loss = mean_loss(m, BT);
-    m->B_last = B;
-    m->T_last = T;
+    float loss = finish_loss(m, B, T);
     body_backward(m, B, T);
-    return m->loss;
+    return loss;
 }
