@@ -118,18 +118,18 @@ TEST(elementwise_gelu_residual_adamw) {
             k->gelu_bwd(d1, x, dout, n);
             r->gelu_bwd(d2, x, dout, n);
             expect(lv, "gelu_bwd", d1, d2, n, TOL_GELU, n);
-            for (int f = GPTC_GELU_ERF; f <= GPTC_GELU_SIGMOID; f++) {
-                void (*fwd)(gptc_gelu_form, float *, const float *, size_t) = l ? gptc_avx512_gelu_fwd : gptc_avx2_gelu_fwd;
-                void (*bwd)(gptc_gelu_form, float *, const float *, const float *, size_t) =
+            for (int f = GPTC_GELU_KIND_ERF; f <= GPTC_GELU_KIND_SIGMOID; f++) {
+                void (*fwd)(gptc_gelu_kind, float *, const float *, size_t) = l ? gptc_avx512_gelu_fwd : gptc_avx2_gelu_fwd;
+                void (*bwd)(gptc_gelu_kind, float *, const float *, const float *, size_t) =
                     l ? gptc_avx512_gelu_bwd : gptc_avx2_gelu_bwd;
                 fwd(f, o1, x, n);
                 gptc_gelu_ref_fwd(f, o2, x, n);
-                expect(lv, f == GPTC_GELU_ERF ? "gelu_erf_fwd" : "gelu_sigmoid_fwd", o1, o2, n, TOL_GELU_FORM, n);
+                expect(lv, f == GPTC_GELU_KIND_ERF ? "gelu_erf_fwd" : "gelu_sigmoid_fwd", o1, o2, n, TOL_GELU_FORM, n);
                 memcpy(d1, g0, n * sizeof *d1);
                 memcpy(d2, g0, n * sizeof *d2);
                 bwd(f, d1, x, dout, n);
                 gptc_gelu_ref_bwd(f, d2, x, dout, n);
-                expect(lv, f == GPTC_GELU_ERF ? "gelu_erf_bwd" : "gelu_sigmoid_bwd", d1, d2, n, TOL_GELU_FORM, n);
+                expect(lv, f == GPTC_GELU_KIND_ERF ? "gelu_erf_bwd" : "gelu_sigmoid_bwd", d1, d2, n, TOL_GELU_FORM, n);
             }
             g_floor = 0;
             /* residual */

@@ -5,29 +5,25 @@
 
 #include <stddef.h>
 
-typedef enum {
-    GPTC_GELU_TANH,    /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's */
-    GPTC_GELU_ERF,     /* exact: 0.5 x (1 + erf(x / sqrt2)) */
-    GPTC_GELU_SIGMOID, /* x sigmoid(1.702 x) */
-} gptc_gelu_form;
+#include "gptc.h" /* gptc_gelu_kind: the forms, as the model config names them */
 
 /* out (n) = gelu_f(inp), at the kernel level in use (gptc_kernels_get(): GPTC_KERNELS caps it) */
-void gptc_gelu_fwd_form(gptc_gelu_form f, float *out, const float *inp, size_t n);
+void gptc_gelu_fwd_form(gptc_gelu_kind f, float *out, const float *inp, size_t n);
 /* dinp (n) += gelu_f'(inp) * dout */
-void gptc_gelu_bwd_form(gptc_gelu_form f, float *dinp, const float *inp, const float *dout, size_t n);
+void gptc_gelu_bwd_form(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n);
 
 /* The plain C reference of each form (kernels/ref/gelu_forms.c; the tanh form is the reference
  * table's gelu_fwd/bwd). */
-void gptc_gelu_ref_fwd(gptc_gelu_form f, float *out, const float *inp, size_t n);
-void gptc_gelu_ref_bwd(gptc_gelu_form f, float *dinp, const float *inp, const float *dout, size_t n);
+void gptc_gelu_ref_fwd(gptc_gelu_kind f, float *out, const float *inp, size_t n);
+void gptc_gelu_ref_bwd(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n);
 
 /* Per-ISA versions (kernels/x86_avx2, kernels/x86_avx512): call only when gptc_kernels_level()
  * returns a table for that level. The *_tanh functions expose the vectorised tanh for tests. */
-void gptc_avx2_gelu_fwd(gptc_gelu_form f, float *out, const float *inp, size_t n);
-void gptc_avx2_gelu_bwd(gptc_gelu_form f, float *dinp, const float *inp, const float *dout, size_t n);
+void gptc_avx2_gelu_fwd(gptc_gelu_kind f, float *out, const float *inp, size_t n);
+void gptc_avx2_gelu_bwd(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n);
 void gptc_avx2_tanh(float *out, const float *inp, size_t n);
-void gptc_avx512_gelu_fwd(gptc_gelu_form f, float *out, const float *inp, size_t n);
-void gptc_avx512_gelu_bwd(gptc_gelu_form f, float *dinp, const float *inp, const float *dout, size_t n);
+void gptc_avx512_gelu_fwd(gptc_gelu_kind f, float *out, const float *inp, size_t n);
+void gptc_avx512_gelu_bwd(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n);
 void gptc_avx512_tanh(float *out, const float *inp, size_t n);
 
 #endif

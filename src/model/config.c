@@ -1,14 +1,8 @@
 /* config.c — model presets, checks and derived sizes. */
 #include "gptc.h"
 #include "core/core.h"
-#include "kernels/gelu.h"
 
 #include <string.h>
-
-/* the public kinds are the kernels' forms, value for value (the model passes one as the other) */
-_Static_assert((int)GPTC_GELU_KIND_TANH == (int)GPTC_GELU_TANH && (int)GPTC_GELU_KIND_ERF == (int)GPTC_GELU_ERF &&
-                   (int)GPTC_GELU_KIND_SIGMOID == (int)GPTC_GELU_SIGMOID,
-               "gptc_gelu_kind must match gptc_gelu_form");
 
 static const char *const g_gelu_names[] = {"tanh", "erf", "sigmoid"};
 #define GELU_KINDS ((int)(sizeof g_gelu_names / sizeof g_gelu_names[0]))

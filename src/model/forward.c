@@ -74,7 +74,7 @@ static void body_forward(gptc_model *m, const int *inputs, int B, int T) {
         residual_ln_fwd(m, a->residual2[l], a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], res, a->attproj[l], w->ln2w,
                         w->ln2b, BT, C);
         linear_fwd(k, a->fch[l], a->ln2[l], w->fcw, w->fcb, BT, C, 4 * C);
-        gptc_gelu_fwd_form(gptc_model_gelu(m), a->fch_gelu[l], a->fch[l], (size_t)BT * 4 * C);
+        gptc_gelu_fwd_form(m->cfg.gelu, a->fch_gelu[l], a->fch[l], (size_t)BT * 4 * C);
         linear_fwd(k, a->fcproj[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, BT, 4 * C, C);
         /* residual3 = residual2 + fcproj, normalised by the next layer's ln_1 (or ln_f) in the same pass */
         bool last = l == L - 1;
@@ -109,7 +109,7 @@ static void body_backward(gptc_model *m, int B, int T) {
         }
         /* residual3 = residual2 + fcproj: both receive dres_out unchanged */
         linear_bwd(k, d->dfch_gelu, lg->fcprojw, lg->fcprojb, d->dres_out, a->fch_gelu[l], lw->fcprojw, BT, 4 * C, C);
-        gptc_gelu_bwd_form(gptc_model_gelu(m), d->dfch, a->fch[l], d->dfch_gelu, (size_t)BT * 4 * C);
+        gptc_gelu_bwd_form(m->cfg.gelu, d->dfch, a->fch[l], d->dfch_gelu, (size_t)BT * 4 * C);
         linear_bwd(k, d->dln2, lg->fcw, lg->fcb, d->dfch, a->ln2[l], lw->fcw, BT, C, 4 * C);
         /* dres2 = dres_out (through the skip) + ln_2's backward */
         ln_bwd_residual(m, d->dres2, lg->ln2w, lg->ln2b, d->dres_out, d->dln2, a->residual2[l], lw->ln2w,

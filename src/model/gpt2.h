@@ -105,8 +105,6 @@ typedef struct gptc_model {
     float loss;                 /* mean loss of the last forward with targets */
 } gptc_model;
 
-/* The model's GELU form as the kernels name it (config.c checks the two enums agree). */
-static inline gptc_gelu_form gptc_model_gelu(const gptc_model *m) { return (gptc_gelu_form)m->cfg.gelu; }
 
 /* Plans and allocates the parameter arena (zeroed). */
 gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg);

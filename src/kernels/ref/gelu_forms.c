@@ -44,30 +44,30 @@ static void gelu_sig_bwd(float *dinp, const float *inp, const float *dout, size_
     }
 }
 
-void gptc_gelu_ref_fwd(gptc_gelu_form f, float *out, const float *inp, size_t n) {
-    if (f == GPTC_GELU_ERF) gelu_erf_fwd(out, inp, n);
-    else if (f == GPTC_GELU_SIGMOID) gelu_sig_fwd(out, inp, n);
+void gptc_gelu_ref_fwd(gptc_gelu_kind f, float *out, const float *inp, size_t n) {
+    if (f == GPTC_GELU_KIND_ERF) gelu_erf_fwd(out, inp, n);
+    else if (f == GPTC_GELU_KIND_SIGMOID) gelu_sig_fwd(out, inp, n);
     else gptc_kernels_ref()->gelu_fwd(out, inp, n);
 }
 
-void gptc_gelu_ref_bwd(gptc_gelu_form f, float *dinp, const float *inp, const float *dout, size_t n) {
-    if (f == GPTC_GELU_ERF) gelu_erf_bwd(dinp, inp, dout, n);
-    else if (f == GPTC_GELU_SIGMOID) gelu_sig_bwd(dinp, inp, dout, n);
+void gptc_gelu_ref_bwd(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n) {
+    if (f == GPTC_GELU_KIND_ERF) gelu_erf_bwd(dinp, inp, dout, n);
+    else if (f == GPTC_GELU_KIND_SIGMOID) gelu_sig_bwd(dinp, inp, dout, n);
     else gptc_kernels_ref()->gelu_bwd(dinp, inp, dout, n);
 }
 
 /* The level in use is the kernel table's variant, so GPTC_KERNELS caps these forms too. */
-void gptc_gelu_fwd_form(gptc_gelu_form f, float *out, const float *inp, size_t n) {
+void gptc_gelu_fwd_form(gptc_gelu_kind f, float *out, const float *inp, size_t n) {
     const gptc_kernels *k = gptc_kernels_get();
-    if (f == GPTC_GELU_TANH) k->gelu_fwd(out, inp, n);
+    if (f == GPTC_GELU_KIND_TANH) k->gelu_fwd(out, inp, n);
     else if (strcmp(k->variant, "avx512") == 0) gptc_avx512_gelu_fwd(f, out, inp, n);
     else if (strcmp(k->variant, "avx2") == 0) gptc_avx2_gelu_fwd(f, out, inp, n);
     else gptc_gelu_ref_fwd(f, out, inp, n);
 }
 
-void gptc_gelu_bwd_form(gptc_gelu_form f, float *dinp, const float *inp, const float *dout, size_t n) {
+void gptc_gelu_bwd_form(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n) {
     const gptc_kernels *k = gptc_kernels_get();
-    if (f == GPTC_GELU_TANH) k->gelu_bwd(dinp, inp, dout, n);
+    if (f == GPTC_GELU_KIND_TANH) k->gelu_bwd(dinp, inp, dout, n);
     else if (strcmp(k->variant, "avx512") == 0) gptc_avx512_gelu_bwd(f, dinp, inp, dout, n);
     else if (strcmp(k->variant, "avx2") == 0) gptc_avx2_gelu_bwd(f, dinp, inp, dout, n);
     else gptc_gelu_ref_bwd(f, dinp, inp, dout, n);
