@@ -95,7 +95,7 @@ typedef struct gptc_train_options {
     int eval_batches;      /* micro-batches per evaluation */
     int threads;           /* OpenMP threads (0: all cores) */
     int naive_attention;   /* 1: the reference attention that stores (B,NH,T,T) scores; 0: flash */
-    int no_fusion;         /* 1: separate residual and LayerNorm kernels and the whole (B,T,V) logits
+    int no_fusion;         /* 1: separate bias, residual and LayerNorm kernels and the whole (B,T,V) logits
                             * (the unfused baseline); 0: fused residual+LayerNorm and the classifier +
                             * cross-entropy in chunks of rows, logits never whole */
     int sample_every;      /* steps between samples in the log (0: none); needs the data's tokenizer */

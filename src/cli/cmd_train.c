@@ -52,7 +52,7 @@ static const gptc_option g_train_opts[] = {
     {"eval-batches", OPT_INT, F(t.eval_batches), "N", "micro-batches per evaluation", 1, 1e6},
     {"threads", OPT_INT, F(t.threads), "N", "OpenMP threads (0: all cores)", 0, 4096},
     {"naive-attention", OPT_FLAG, F(t.naive_attention), "", "use the reference attention that stores the T x T scores (instead of flash)", 0, 0},
-    {"no-fusion", OPT_FLAG, F(t.no_fusion), "", "separate residual/LayerNorm kernels and whole (B,T,V) logits (instead of fused, chunked)", 0, 0},
+    {"no-fusion", OPT_FLAG, F(t.no_fusion), "", "separate bias/residual/LayerNorm kernels and whole (B,T,V) logits (instead of fused, chunked)", 0, 0},
     {"sample-every", OPT_INT, F(t.sample_every), "N", "print a sample, decoded with the data's tokenizer, every N steps (0: never)", 0, 1e9},
     {"sample-tokens", OPT_INT, F(t.sample_tokens), "N", "tokens per sample in the log", 1, 1 << 20},
     {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},

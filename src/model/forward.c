@@ -1,22 +1,24 @@
 /* forward.c — the GPT-2 forward and backward passes over the kernel table.
  *
  * Two ways through the same mathematics, chosen by m->fuse before the arenas are allocated:
- * - fused (the trainer's default): each residual add is fused with the LayerNorm that reads it
- *   (forward and backward), and the tied classifier + softmax + cross-entropy runs in chunks of
- *   GPTC_CLASSIFIER_CHUNK rows, so the (B,T,Vp) logits are never held whole; a training step
- *   (gptc_model_forward_backward) forms each chunk's gradient while its logits are in memory;
- * - unfused (the reference path, and what a caller that wants the logits uses): separate residual
- *   and LayerNorm kernels and the whole (B,T,Vp) logits kept after the forward. */
+ * - fused (the trainer's default): each linear layer's bias is added in its GEMM's epilogue, each
+ *   residual add is fused with the LayerNorm that reads it (forward and backward), and the tied
+ *   classifier + softmax + cross-entropy runs in chunks of GPTC_CLASSIFIER_CHUNK rows, so the
+ *   (B,T,Vp) logits are never held whole; a training step (gptc_model_forward_backward) forms each
+ *   chunk's gradient while its logits are in memory;
+ * - unfused (the reference path, and what a caller that wants the logits uses): separate bias,
+ *   residual and LayerNorm kernels and the whole (B,T,Vp) logits kept after the forward. */
 #include "model/gpt2.h"
 #include "kernels/attention.h"
 #include "kernels/gelu.h"
 
 #include <string.h>
 
-/* out (N,OC) = inp (N,IC) @ w (IC,OC) + b (OC), the bias in the GEMM's epilogue */
-static void linear_fwd(const gptc_kernels *k, float *out, const float *inp, const float *w, const float *b, int N,
-                       int IC, int OC) {
-    k->gemm(0, 0, N, OC, IC, inp, IC, w, OC, 0.0f, b, out, OC);
+/* out (N,OC) = inp (N,IC) @ w (IC,OC) + b (OC): fused, the bias in the GEMM's epilogue; unfused, its own pass */
+static void linear_fwd(const gptc_model *m, float *out, const float *inp, const float *w, const float *b, int N, int IC,
+                       int OC) {
+    m->k->gemm(0, 0, N, OC, IC, inp, IC, w, OC, 0.0f, m->fuse ? b : NULL, out, OC);
+    if (!m->fuse) m->k->bias_fwd(out, b, N, OC);
 }
 
 /* dinp (N,IC) = (overwritten), dw (IC,OC) +=, db (OC) += from dout (N,OC) */
@@ -62,7 +64,7 @@ static void body_forward(gptc_model *m, const int *inputs, int B, int T) {
     for (int l = 0; l < L; l++) {
         const gptc_layer *w = &m->w.layer[l];
         float *res = l == 0 ? a->encoded : a->residual3[l - 1];
-        linear_fwd(k, a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, BT, C, 3 * C);
+        linear_fwd(m, a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, BT, C, 3 * C);
         if (m->naive_attention) {
             k->attention_fwd(a->atty[l], a->preatt[l], a->att[l], a->qkv[l], B, T, C, NH);
         } else {
@@ -70,12 +72,12 @@ static void body_forward(gptc_model *m, const int *inputs, int B, int T) {
             gptc_flash_fwd()(a->o[l], a->lse[l], a->q[l], a->k[l], a->v[l], B, NH, T, C / NH, 0.0f, 0);
             gptc_heads_to_rows(a->atty[l], a->o[l], B, T, C, NH);
         }
-        linear_fwd(k, a->attproj[l], a->atty[l], w->attprojw, w->attprojb, BT, C, C);
+        linear_fwd(m, a->attproj[l], a->atty[l], w->attprojw, w->attprojb, BT, C, C);
         residual_ln_fwd(m, a->residual2[l], a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], res, a->attproj[l], w->ln2w,
                         w->ln2b, BT, C);
-        linear_fwd(k, a->fch[l], a->ln2[l], w->fcw, w->fcb, BT, C, 4 * C);
+        linear_fwd(m, a->fch[l], a->ln2[l], w->fcw, w->fcb, BT, C, 4 * C);
         gptc_gelu_fwd_form(m->cfg.gelu, a->fch_gelu[l], a->fch[l], (size_t)BT * 4 * C);
-        linear_fwd(k, a->fcproj[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, BT, 4 * C, C);
+        linear_fwd(m, a->fcproj[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, BT, 4 * C, C);
         /* residual3 = residual2 + fcproj, normalised by the next layer's ln_1 (or ln_f) in the same pass */
         bool last = l == L - 1;
         const gptc_layer *next = last ? NULL : &m->w.layer[l + 1];
