@@ -56,6 +56,20 @@ double gptc_rng_uniform(gptc_rng *r);  /* [0, 1) with 53 random bits */
 double gptc_rng_normal(gptc_rng *r);   /* standard normal (Box-Muller, one value per call) */
 uint64_t gptc_hash64(uint64_t x);      /* a stateless mix, for deriving seeds */
 
+/* ---- bfloat16: the top 16 bits of an IEEE float. Conversions round to nearest, ties to even (as
+ * AVX512_BF16's vcvtne2ps2bf16 does); NaN stays NaN (quiet). */
+static inline uint16_t gptc_f32_to_bf16(float x) {
+    union { float f; uint32_t u; } v = {x};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u); /* NaN: keep it quiet */
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+static inline float gptc_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+    return v.f;
+}
+/* x rounded to the nearest bfloat16, as a float */
+static inline float gptc_bf16_round(float x) { return gptc_bf16_to_f32(gptc_f32_to_bf16(x)); }
+
 /* ---- time */
 double gptc_now(void); /* monotonic seconds */
 

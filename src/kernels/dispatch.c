@@ -11,7 +11,7 @@
 
 #define OP(name) {#name, offsetof(gptc_kernels, name)}
 const gptc_kernel_op gptc_kernel_ops[] = {
-    OP(encoder_fwd), OP(encoder_bwd), OP(layernorm_fwd), OP(layernorm_bwd), OP(gemm), OP(bias_fwd),
+    OP(encoder_fwd), OP(encoder_bwd), OP(layernorm_fwd), OP(layernorm_bwd), OP(gemm), OP(gemm_bf16), OP(bias_fwd),
     OP(bias_bwd), OP(attention_fwd), OP(attention_bwd), OP(attention_decode), OP(gelu_fwd), OP(gelu_bwd),
     OP(residual_fwd), OP(residual_bwd), OP(crossentropy_fwd), OP(crossentropy_bwd), OP(residual_layernorm_fwd),
     OP(layernorm_bwd_residual), OP(crossentropy_fused), OP(adamw),

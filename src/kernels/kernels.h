@@ -31,6 +31,12 @@ typedef struct gptc_kernels {
      * every row in the epilogue (a linear layer's forward in one pass over C). */
     void (*gemm)(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
                  int ldb, float beta, const float *bias, float *C, int ldc);
+    /* The same product in bfloat16 mixed precision (--dtype bf16): every element of op(A) and op(B) is
+     * rounded to bf16 (nearest, ties to even), products are summed in fp32, C, beta and bias stay fp32.
+     * A variant with AVX512_BF16 multiplies with vdpbf16ps (which flushes bf16 subnormals to zero);
+     * one without rounds while packing and multiplies the rounded values with fp32 FMAs. */
+    void (*gemm_bf16)(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                      int ldb, float beta, const float *bias, float *C, int ldc);
     /* out (N,OC) += bias (OC) broadcast over rows */
     void (*bias_fwd)(float *out, const float *bias, int N, int OC);
     /* dbias (OC) += column sums of dout (N,OC) */

@@ -9,6 +9,29 @@
 #define R_TANH tanhf
 #include "ref_ops.inc"
 
+#include "core/core.h"
+
+/* rows x cols of X (row stride ldx) rounded to bf16 into a fresh (rows, cols) copy */
+static float *bf16_copy(const float *X, int ldx, int rows, int cols) {
+    float *o = gptc_alloc(sizeof(float) * (size_t)rows * cols, "bf16 reference copy");
+    GPTC_ASSERT(o != NULL);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) o[(size_t)i * cols + j] = gptc_bf16_round(X[(size_t)i * ldx + j]);
+    return o;
+}
+
+/* The bf16 contract of kernels.h: the operands rounded to bf16 (as stored, so the transposes are
+ * untouched), then the fp32 reference product (exact products of bf16 values, fp32 sums). */
+static void ref_bf16_gemm(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                          int ldb, float beta, const float *bias, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    float *a = transA ? bf16_copy(A, lda, K, M) : bf16_copy(A, lda, M, K);
+    float *b = transB ? bf16_copy(B, ldb, N, K) : bf16_copy(B, ldb, K, N);
+    ref_f32_gemm(transA, transB, M, N, K, a, transA ? M : K, b, transB ? K : N, beta, bias, C, ldc);
+    gptc_free(a);
+    gptc_free(b);
+}
+
 static const gptc_kernels g_ref = {
     .variant = "ref",
     .encoder_fwd = ref_f32_encoder_fwd,
@@ -16,6 +39,7 @@ static const gptc_kernels g_ref = {
     .layernorm_fwd = ref_f32_layernorm_fwd,
     .layernorm_bwd = ref_f32_layernorm_bwd,
     .gemm = ref_f32_gemm,
+    .gemm_bf16 = ref_bf16_gemm,
     .bias_fwd = ref_f32_bias_fwd,
     .bias_bwd = ref_f32_bias_bwd,
     .attention_fwd = ref_f32_attention_fwd,
