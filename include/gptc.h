@@ -72,6 +72,23 @@ double gptc_model_flops_per_token(const gptc_model_config *cfg, int T);
 
 /* ---------------------------------------------------------------- training */
 
+/* Precision of the training step's matrix products (--dtype): fp32 throughout, or bf16 mixed
+ * precision ("O2"): GEMMs and attention read bf16 copies of their operands and sum in fp32, while
+ * master weights, gradients and AdamW stay fp32. */
+typedef enum gptc_precision { GPTC_PRECISION_FP32 = 0, GPTC_PRECISION_BF16 = 1 } gptc_precision;
+const char *gptc_precision_name(gptc_precision p); /* "fp32", "bf16"; "?" out of range */
+gptc_status gptc_precision_from_name(const char *name, gptc_precision *out); /* GPTC_ERR_ARG names --dtype */
+
+/* Activations dropped after the forward and recomputed in the backward (--recompute); each level
+ * drops what the one before it drops and more: none; gelu (the MLP's GELU output); attn (also the
+ * attention's head-major Q/K/V, output and log-sum-exp, or the naive scores); block (everything but
+ * each block's input: a block's whole forward runs again just before its backward). */
+typedef enum gptc_recompute {
+    GPTC_RECOMPUTE_NONE = 0, GPTC_RECOMPUTE_GELU, GPTC_RECOMPUTE_ATTN, GPTC_RECOMPUTE_BLOCK
+} gptc_recompute;
+const char *gptc_recompute_name(gptc_recompute r); /* "none", "gelu", "attn", "block"; "?" out of range */
+gptc_status gptc_recompute_from_name(const char *name, gptc_recompute *out); /* GPTC_ERR_ARG names --recompute */
+
 typedef struct gptc_train_options {
     gptc_model_config model;
     const char *data;      /* train shards: a file, a glob, or a folder made by `gptc prepare` */
@@ -98,6 +115,8 @@ typedef struct gptc_train_options {
     int no_fusion;         /* 1: separate bias, residual and LayerNorm kernels and the whole (B,T,V) logits
                             * (the unfused baseline); 0: fused residual+LayerNorm and the classifier +
                             * cross-entropy in chunks of rows, logits never whole */
+    gptc_precision dtype;  /* --dtype (0: fp32) */
+    gptc_recompute recompute; /* --recompute (0: none) */
     int sample_every;      /* steps between samples in the log (0: none); needs the data's tokenizer */
     int sample_tokens;     /* tokens per sample */
 } gptc_train_options;

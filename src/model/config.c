@@ -18,6 +18,41 @@ gptc_status gptc_gelu_from_name(const char *name, gptc_gelu_kind *out) {
     return gptc_fail(GPTC_ERR_ARG, "--gelu %s: unknown GELU form (expected tanh, erf or sigmoid)", name ? name : "");
 }
 
+static const char *const g_precision_names[] = {"fp32", "bf16"};
+static const char *const g_recompute_names[] = {"none", "gelu", "attn", "block"};
+#define NAMES(a) ((int)(sizeof a / sizeof a[0]))
+
+/* index of name in names[0..n), or -1 */
+static int name_index(const char *name, const char *const *names, int n) {
+    for (int i = 0; name && i < n; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
+
+const char *gptc_precision_name(gptc_precision p) {
+    return (int)p >= 0 && (int)p < NAMES(g_precision_names) ? g_precision_names[p] : "?";
+}
+
+gptc_status gptc_precision_from_name(const char *name, gptc_precision *out) {
+    int i = name_index(name, g_precision_names, NAMES(g_precision_names));
+    if (i < 0) return gptc_fail(GPTC_ERR_ARG, "--dtype %s: unknown precision (expected fp32 or bf16)", name ? name : "");
+    *out = (gptc_precision)i;
+    return GPTC_OK;
+}
+
+const char *gptc_recompute_name(gptc_recompute r) {
+    return (int)r >= 0 && (int)r < NAMES(g_recompute_names) ? g_recompute_names[r] : "?";
+}
+
+gptc_status gptc_recompute_from_name(const char *name, gptc_recompute *out) {
+    int i = name_index(name, g_recompute_names, NAMES(g_recompute_names));
+    if (i < 0)
+        return gptc_fail(GPTC_ERR_ARG, "--recompute %s: unknown level (expected none, gelu, attn or block)",
+                         name ? name : "");
+    *out = (gptc_recompute)i;
+    return GPTC_OK;
+}
+
 typedef struct { const char *name; gptc_model_config cfg; } preset;
 
 /* vocab 0 in a preset means "from the data" (the trainer fills it from the shards' meta.json); every
