@@ -29,6 +29,12 @@ int gptc_cmd_info(int argc, char **argv) {
            gptc_flash_variant());
     double p1 = gptc_peak_gflops(1), pn = gptc_peak_gflops(0);
     printf("\npeak (measured, fp32 FMA): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", p1, pn, gptc_threads());
+    double b1 = gptc_peak_bf16_gflops(1), bn = b1 > 0 ? gptc_peak_bf16_gflops(0) : 0;
+    if (b1 > 0)
+        printf("peak (measured, bf16 vdpbf16ps): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", b1, bn,
+               gptc_threads());
+    else
+        printf("peak (bf16): no AVX512_BF16 (gemm_bf16 rounds operands and uses fp32 FMAs)\n");
     printf("presets:\n");
     const char *names[] = {"tiny", "small-cpu", "medium-cpu", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

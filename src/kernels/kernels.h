@@ -119,5 +119,9 @@ void gptc_kernels_overlay_avx512(gptc_kernels *k);
 /* Peak fp32 FMA throughput of this machine in GFLOP/s with `threads` threads (0: all), measured by
  * a register-only FMA loop in the widest ISA available (about 0.2 s). */
 double gptc_peak_gflops(int threads);
+/* Peak bf16 throughput in GFLOP/s with `threads` threads (0: all): a register-only vdpbf16ps loop
+ * (16 lanes x 2 multiply-adds per instruction, 2 FLOPs each), about 0.2 s; 0 when the CPU lacks
+ * AVX512_BF16 (or the avx512 level). */
+double gptc_peak_bf16_gflops(int threads);
 
 #endif

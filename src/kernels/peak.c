@@ -1,5 +1,6 @@
-/* peak.c — the machine's measured fp32 peak: the FMA probe of the widest ISA this CPU runs, on
- * every thread at once, best of a few timed rounds (the first round also warms the clocks). */
+/* peak.c — the machine's measured peaks: the fp32 FMA probe of the widest ISA this CPU runs, and the
+ * bf16 vdpbf16ps probe (AVX512_BF16), on every thread at once, best of a few timed rounds (the first
+ * round also warms the clocks). */
 #include "kernels/kernels.h"
 #include "kernels/x86_avx2/avx2.h"
 #include "kernels/x86_avx512/avx512.h"
@@ -7,16 +8,10 @@
 
 #include <omp.h>
 
-double gptc_peak_gflops(int threads) {
-    const gptc_cpu_info *c = gptc_cpu();
-    int lanes = 0;
-    float (*probe)(long) = NULL;
-    if (gptc_kernels_level("avx512")) lanes = 16, probe = gptc_avx512_fma_probe;
-    else if (gptc_kernels_level("avx2")) lanes = 8, probe = gptc_avx2_fma_probe;
-    (void)c;
-    if (!probe) return 0; /* no FMA: no meaningful peak */
+/* GFLOP/s of probe(iters) on nt threads, flops_per_iter FLOPs per iteration, best of 4 rounds. */
+static double measure(float (*probe)(long), double flops_per_iter, int threads) {
     int nt = threads > 0 ? threads : omp_get_max_threads();
-    const long iters = 2000000; /* ~ 0.4 GFLOP per thread per round */
+    const long iters = 2000000; /* ~ 0.4 GFLOP (fp32) / 0.8 GFLOP (bf16) per thread per round */
     double best = 0;
     volatile float sink = 0;
     for (int round = 0; round < 4; round++) {
@@ -28,8 +23,22 @@ double gptc_peak_gflops(int threads) {
             sink += r;
         }
         double dt = gptc_now() - t0;
-        double gflops = (double)nt * iters * 12 * lanes * 2 / dt / 1e9;
+        double gflops = (double)nt * iters * flops_per_iter / dt / 1e9;
         if (gflops > best) best = gflops;
     }
     return best;
+}
+
+double gptc_peak_gflops(int threads) {
+    /* 12 FMAs of 16 (AVX-512) or 8 (AVX2) lanes per iteration, 2 FLOPs each */
+    if (gptc_kernels_level("avx512")) return measure(gptc_avx512_fma_probe, 12.0 * 16 * 2, threads);
+    if (gptc_kernels_level("avx2")) return measure(gptc_avx2_fma_probe, 12.0 * 8 * 2, threads);
+    return 0; /* no FMA: no meaningful peak */
+}
+
+double gptc_peak_bf16_gflops(int threads) {
+    /* 12 vdpbf16ps per iteration, 32 multiply-adds each (16 lanes x a pair), 2 FLOPs each */
+    if (gptc_kernels_level("avx512") && gptc_cpu()->avx512bf16)
+        return measure(gptc_avx512_bf16_probe, 12.0 * 32 * 2, threads);
+    return 0;
 }

@@ -1,10 +1,14 @@
 /* gemm_driver.c — portable BLIS-style GEMM: cache blocking, packing (absorbs transposes), a
- * barrier-free 2-D split of C over OpenMP threads, and the bias in the microkernel's epilogue. */
+ * barrier-free 2-D split of C over OpenMP threads, and the bias in the microkernel's epilogue.
+ * Element size and k granularity come from the ISA description, so the same code drives the fp32
+ * and the bf16 kernels. */
 #include "kernels/gemm/gemm_driver.h"
 
 #include <omp.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 
@@ -14,7 +18,8 @@
 static _Thread_local gptc_workspace tl_apack, tl_bpack;
 
 void gptc_gemm_pack_portable(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r,
-                             float *out) {
+                             void *out_) {
+    float *out = out_;
     for (int p = 0; p < m; p += r) {
         int rows = GEMM_MIN(r, m - p);
         float *o = out + (size_t)p * kc;
@@ -37,6 +42,19 @@ void gptc_gemm_pack_portable(int trans, const float *X, int ldx, int i0, int k0,
     }
 }
 
+/* Branch-free so that it vectorises: x + 0x7fff + lsb then truncation is round to nearest, ties to
+ * even; a NaN keeps its top bits and is made quiet (gptc_f32_to_bf16's rule). */
+void gptc_gemm_round_bf16(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x;
+        memcpy(&x, p + i, sizeof x);
+        const uint32_t rne = (x + 0x7fffu + ((x >> 16) & 1u)) & 0xffff0000u;
+        const uint32_t nan = (x | 0x00400000u) & 0xffff0000u;
+        x = (x & 0x7fffffffu) > 0x7f800000u ? nan : rne;
+        memcpy(p + i, &x, sizeof x);
+    }
+}
+
 static size_t round_up(size_t x, size_t r) { return (x + r - 1) / r * r; }
 
 /* The thread grid tm x tn (tm * tn = nt) with the least work on its busiest thread: multiply-adds
@@ -55,27 +73,31 @@ static void choose_grid(int nt, int mpan, int npan, int mr, int nr, int nc, int 
 }
 
 /* One thread's block of C: rows [r0, r1), columns [c0, c1) (multiples of the micro-tile but at
- * the matrix edge), all of K in KC steps. */
+ * the matrix edge), all of K in KC steps. apack / bpack hold one packed A block / B panel. */
 static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, int transA, int transB, int r0, int r1, int c0,
                        int c1, int K, const float *A, int lda, const float *B, int ldb, float beta, const float *bias,
-                       float *C, int ldc, float *apack, float *bpack) {
+                       float *C, int ldc, char *apack, char *bpack) {
     const int MR = g->mr, NR = g->nr, MC = g->mc, KC = g->kc, NC = g->nc;
     for (int jc = c0; jc < c1; jc += NC) {
         const int nc = GEMM_MIN(NC, c1 - jc);
         for (int pc = 0; pc < K; pc += KC) {
             const int kc = GEMM_MIN(KC, K - pc);
+            const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize; /* one row of a panel */
             const float bt = pc == 0 ? beta : 1.0f;
             const float *bs = pc == 0 ? bias : NULL; /* the bias joins the first partial sum */
             pack(!transB, B, ldb, jc, pc, nc, kc, NR, bpack);
+            if (g->round_bf16) gptc_gemm_round_bf16((float *)bpack, round_up((size_t)nc, NR) * kbytes / sizeof(float));
             for (int ic = r0; ic < r1; ic += MC) {
                 const int mc = GEMM_MIN(MC, r1 - ic);
                 pack(transA, A, lda, ic, pc, mc, kc, MR, apack);
+                if (g->round_bf16)
+                    gptc_gemm_round_bf16((float *)apack, round_up((size_t)mc, MR) * kbytes / sizeof(float));
                 for (int jr = 0; jr < nc; jr += NR) {
                     const int n = GEMM_MIN(NR, nc - jr);
-                    const float *bq = bpack + (size_t)jr * kc;
+                    const char *bq = bpack + (size_t)jr * kbytes;
                     const float *bb = bs ? bs + jc + jr : NULL;
                     for (int ir = 0; ir < mc; ir += MR)
-                        g->kernel(kc, apack + (size_t)ir * kc, bq, C + (size_t)(ic + ir) * ldc + jc + jr, ldc,
+                        g->kernel(kc, apack + (size_t)ir * kbytes, bq, C + (size_t)(ic + ir) * ldc + jc + jr, ldc,
                                   GEMM_MIN(MR, mc - ir), n, bt, bb);
                 }
             }
@@ -102,7 +124,8 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
     if (nt > mpan * npan) nt = mpan * npan;
     int tm = 1, tn = 1;
     choose_grid(nt, mpan, npan, MR, NR, g->nc, &tm, &tn);
-    const size_t kcmax = (size_t)GEMM_MIN(g->kc, K);
+    /* bytes of one packed row (all of a block's depth), rounded to whole floats for the workspace */
+    const size_t kbytes = round_up((size_t)GEMM_MIN(g->kc, K), (size_t)g->kstep) * (size_t)g->esize;
 
 #pragma omp parallel num_threads(nt)
     {
@@ -111,8 +134,10 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
         const int r0 = (int)((long)ti * mpan / tm) * MR, r1 = GEMM_MIN((int)((long)(ti + 1) * mpan / tm) * MR, M);
         const int c0 = (int)((long)tj * npan / tn) * NR, c1 = GEMM_MIN((int)((long)(tj + 1) * npan / tn) * NR, N);
         if (r0 < r1 && c0 < c1) {
-            float *apack = gptc_workspace_get(&tl_apack, kcmax * round_up((size_t)GEMM_MIN(g->mc, r1 - r0), MR));
-            float *bpack = gptc_workspace_get(&tl_bpack, kcmax * round_up((size_t)GEMM_MIN(g->nc, c1 - c0), NR));
+            size_t abytes = kbytes * round_up((size_t)GEMM_MIN(g->mc, r1 - r0), MR);
+            size_t bbytes = kbytes * round_up((size_t)GEMM_MIN(g->nc, c1 - c0), NR);
+            char *apack = (char *)gptc_workspace_get(&tl_apack, (abytes + sizeof(float) - 1) / sizeof(float));
+            char *bpack = (char *)gptc_workspace_get(&tl_bpack, (bbytes + sizeof(float) - 1) / sizeof(float));
             gemm_block(g, pack, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack);
         }
     }

@@ -1,37 +1,56 @@
 /* gemm_driver.h — the portable BLIS-style GEMM driver; each ISA supplies a microkernel, packers and
- * blocking sizes. */
+ * blocking sizes. One driver serves the fp32 gemm and the bf16 gemm_bf16 of kernels.h: the ISA
+ * description says how wide a packed element is and how many k values travel together. */
 #ifndef GPTC_GEMM_DRIVER_H
 #define GPTC_GEMM_DRIVER_H
 
+#include <stddef.h>
+
+/* Packed micro-panel layout, for r rows (mr of A or nr of B), kc depths, k granularity s (kstep)
+ * and kcp = kc rounded up to a multiple of s: element (i, k) of micro-panel p sits at element
+ *   out[p*r*kcp + (k/s)*r*s + i*s + k%s]
+ * (elements of esize bytes). s = 1 (fp32): k-major, a[k*r + i]. s = 2 (bf16): per k pair, r 32-bit
+ * words, word i holding (k, k+1) of row i — the operand layout of vdpbf16ps. Rows past m and depths
+ * past kc are zero. Panels are 64-byte aligned. */
+
 /* Microkernel: c (m,n) = beta*c + a_panel (mr,kc) b_panel (kc,nr) [+ bias (n) on every row] for
- * m <= mr rows, n <= nr columns. a is packed k-major (a[k*mr + i]), b is packed k-major
- * (b[k*nr + j]), both 64-byte aligned and zero padded to full mr/nr; c has row stride ldc; bias is
- * NULL or the n bias values of these columns. beta 0 overwrites (c may hold garbage). */
-typedef void (*gptc_gemm_ukernel)(int kc, const float *a, const float *b, float *c, int ldc, int m, int n,
+ * m <= mr rows, n <= nr columns, a and b packed as above (zero padded to full mr/nr and to kcp);
+ * c has row stride ldc; bias is NULL or the n bias values of these columns. beta 0 overwrites (c
+ * may hold garbage). */
+typedef void (*gptc_gemm_ukernel)(int kc, const void *a, const void *b, float *c, int ldc, int m, int n,
                                   float beta, const float *bias);
 
 /* Packer: rows i0..i0+m-1, columns k0..k0+kc-1 of op(X) (op(X)(i,k) = trans ? X[k*ldx+i] :
- * X[i*ldx+k]) as ceil(m/r) micro-panels of r*kc floats, out[p*r*kc + k*r + i], zero padded to full
- * r. Serves both operands: A with its transA and r = mr; B through op(B)^T (columns of op(B) are
- * rows of op(B)^T), i.e. with trans = !transB and r = nr. NULL in the ISA: the portable C packer. */
+ * X[i*ldx+k]) as ceil(m/r) micro-panels in the layout above. Serves both operands: A with its
+ * transA and r = mr; B through op(B)^T (columns of op(B) are rows of op(B)^T), i.e. with
+ * trans = !transB and r = nr. NULL in the ISA: the portable C packer (fp32 layout, s = 1). */
 typedef void (*gptc_gemm_pack)(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r,
-                               float *out);
+                               void *out);
 
 typedef struct gptc_gemm_isa {
     int mr, nr;             /* microkernel tile */
     int mc, kc, nc;         /* cache blocking: A block mc x kc (L2), B panel kc x nc (L3) */
+    int esize;              /* bytes per packed element: 4 (fp32) or 2 (bf16) */
+    int kstep;              /* k granularity s of the packed layout: 1, or 2 (bf16 k pairs) */
+    int round_bf16;         /* 1: every packed value is rounded to bf16 (RNE) after packing, so an fp32
+                             * kernel computes gemm_bf16 exactly (products of bf16 values are exact) */
     gptc_gemm_ukernel kernel;
-    gptc_gemm_pack pack;    /* may be NULL */
+    gptc_gemm_pack pack;    /* may be NULL (fp32 layout only) */
 } gptc_gemm_isa;
 
 /* The gemm contract of kernels.h (C (M,N) = beta*C + op(A) op(B) [+ bias], row-major) on top of isa.
  * Threads split C into a grid of blocks of whole micro-tiles, each thread packing what it reads,
  * so a call has no barrier but its end; every C element is summed in the same order whatever the
- * thread count, so results are bit-identical for any thread count. */
+ * thread count, so results are bit-identical for any thread count. Per thread it packs into one A
+ * block of round_up(min(kc,K), kstep) x round_up(min(mc, rows), mr) elements and one B panel of
+ * round_up(min(kc,K), kstep) x round_up(min(nc, cols), nr) elements, esize bytes each. */
 void gptc_gemm_blocked(const gptc_gemm_isa *isa, int transA, int transB, int M, int N, int K, const float *A,
                        int lda, const float *B, int ldb, float beta, const float *bias, float *C, int ldc);
 
 /* The portable packer (what pack = NULL means), exposed for the packer tests. */
-void gptc_gemm_pack_portable(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, float *out);
+void gptc_gemm_pack_portable(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out);
+
+/* p[0..n) rounded in place to the nearest bf16 (ties to even), as gptc_bf16_round does. */
+void gptc_gemm_round_bf16(float *p, size_t n);
 
 #endif

@@ -1,4 +1,6 @@
-/* gemm_avx2.c — AVX2+FMA GEMM microkernel (6 x 16, two ymm per row) for the portable blocked driver. */
+/* gemm_avx2.c — AVX2+FMA GEMM microkernel (6 x 16, two ymm per row) for the portable blocked driver;
+ * gemm_bf16 is the same kernel on panels the driver rounds to bf16 (products of bf16 values are exact
+ * in fp32, so this is the bf16 contract without bf16 instructions). */
 #include <immintrin.h>
 
 #include "kernels/gemm/gemm_driver.h"
@@ -8,8 +10,9 @@
 #define NR 16
 
 /* c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed, m <= MR, n <= NR. */
-static void kernel_avx2(int kc, const float *restrict a, const float *restrict b, float *restrict c, int ldc,
-                        int m, int n, float beta, const float *restrict bias) {
+static void kernel_avx2(int kc, const void *a_, const void *b_, float *restrict c, int ldc, int m, int n,
+                        float beta, const float *restrict bias) {
+    const float *restrict a = a_, *restrict b = b_;
     __m256 c0[MR], c1[MR];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm256_setzero_ps();
@@ -56,7 +59,12 @@ static void kernel_avx2(int kc, const float *restrict a, const float *restrict b
 }
 
 static const gptc_gemm_isa k_isa = {
-    .mr = MR, .nr = NR, .mc = 168, .kc = 256, .nc = 4080, .kernel = kernel_avx2,
+    .mr = MR, .nr = NR, .mc = 168, .kc = 256, .nc = 4080, .esize = 4, .kstep = 1, .kernel = kernel_avx2,
+};
+/* gemm_bf16: the same blocking (so the same workspace), the packed panels rounded to bf16. */
+static const gptc_gemm_isa k_isa_bf16 = {
+    .mr = MR, .nr = NR, .mc = 168, .kc = 256, .nc = 4080, .esize = 4, .kstep = 1, .round_bf16 = 1,
+    .kernel = kernel_avx2,
 };
 
 static void gemm_avx2(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
@@ -64,4 +72,12 @@ static void gemm_avx2(int transA, int transB, int M, int N, int K, const float *
     gptc_gemm_blocked(&k_isa, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
 }
 
-void gptc_avx2_overlay_gemm(gptc_kernels *k) { k->gemm = gemm_avx2; }
+static void gemm_bf16_avx2(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                           int ldb, float beta, const float *bias, float *C, int ldc) {
+    gptc_gemm_blocked(&k_isa_bf16, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
+}
+
+void gptc_avx2_overlay_gemm(gptc_kernels *k) {
+    k->gemm = gemm_avx2;
+    k->gemm_bf16 = gemm_bf16_avx2;
+}

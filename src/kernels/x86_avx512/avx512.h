@@ -6,11 +6,21 @@
 
 void gptc_avx512_overlay_gemm(gptc_kernels *k);        /* gemm_avx512.c */
 /* gemm_avx512.c: its packer (the gptc_gemm_pack contract of gemm/gemm_driver.h), for tests */
-void gptc_avx512_gemm_pack(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, float *out);
+void gptc_avx512_gemm_pack(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out);
+/* gemm_avx512.c: its bf16 packer (k pairs of bf16, the layout of gemm_driver.h with s = 2; needs
+ * AVX512_BF16), for tests */
+void gptc_avx512_gemm_pack_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out);
+/* gemm_avx512.c: gemm_bf16 for AVX-512 CPUs without AVX512_BF16 (the fp32 kernel on bf16-rounded
+ * panels); the table uses it only on such CPUs, tests call it directly. */
+void gptc_avx512_gemm_bf16_emulated(int transA, int transB, int M, int N, int K, const float *A, int lda,
+                                    const float *B, int ldb, float beta, const float *bias, float *C, int ldc);
 void gptc_avx512_overlay_elementwise(gptc_kernels *k); /* elementwise_avx512.c */
 void gptc_avx512_overlay_attention(gptc_kernels *k);   /* attention_avx512.c */
 
 /* peak_avx512.c: runs iters x 12 FMAs of 16 lanes (iters*12*16*2 flops) in registers. */
 float gptc_avx512_fma_probe(long iters);
+/* peak_avx512.c: runs iters x 12 vdpbf16ps of 16 lanes x 2 multiply-adds (iters*12*32*2 flops) in
+ * registers; needs AVX512_BF16. */
+float gptc_avx512_bf16_probe(long iters);
 
 #endif

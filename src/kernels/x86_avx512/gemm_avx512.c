@@ -1,30 +1,22 @@
-/* gemm_avx512.c — AVX-512 GEMM for the portable blocked driver: a 12 x 32 microkernel (two zmm per
- * row, bias in the epilogue) and a packer that transposes 16 x 16 tiles in registers. */
+/* gemm_avx512.c — AVX-512 GEMM for the portable blocked driver: 12 x 32 microkernels (two zmm per
+ * row, beta and bias in one shared fp32 epilogue) for fp32 (FMA) and bf16 (AVX512_BF16 vdpbf16ps on
+ * k pairs), and packers that transpose 16 x 16 tiles of 32-bit words in registers (fp32 values, or
+ * pairs of bf16 values). Without AVX512_BF16, gemm_bf16 is the fp32 kernel on bf16-rounded panels. */
 #include <immintrin.h>
+#include <stdint.h>
 
+#include "core/core.h"
 #include "kernels/gemm/gemm_driver.h"
 #include "kernels/x86_avx512/avx512.h"
 
 #define MR 12
 #define NR 32
 
-/* c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed, m <= MR, n <= NR. */
-static void kernel_avx512(int kc, const float *restrict a, const float *restrict b, float *restrict c, int ldc,
-                          int m, int n, float beta, const float *restrict bias) {
-    __m512 c0[MR], c1[MR];
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
-    for (int k = 0; k < kc; k++) {
-        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-#pragma GCC unroll 16
-        for (int i = 0; i < MR; i++) {
-            const __m512 ai = _mm512_set1_ps(a[i]);
-            c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
-            c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
-        }
-        a += MR;
-        b += NR;
-    }
+/* The epilogue of both microkernels: c (m,n) = beta*c + acc (+ bias (n) on every row), acc row i being
+ * columns 0..15 in c0[i] and 16..31 in c1[i]; m <= MR, n <= NR; beta 0 overwrites. */
+static inline __attribute__((always_inline)) void store_tile(__m512 c0[MR], __m512 c1[MR], float *restrict c,
+                                                             int ldc, int m, int n, float beta,
+                                                             const float *restrict bias) {
     const __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
     const __mmask16 m1 = n >= 32 ? 0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
     if (bias) {
@@ -51,9 +43,60 @@ static void kernel_avx512(int kc, const float *restrict a, const float *restrict
     }
 }
 
+/* fp32: c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed floats,
+ * m <= MR, n <= NR. */
+static void kernel_avx512(int kc, const void *a_, const void *b_, float *restrict c, int ldc, int m, int n,
+                          float beta, const float *restrict bias) {
+    const float *restrict a = a_, *restrict b = b_;
+    __m512 c0[MR], c1[MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+            c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+        }
+        a += MR;
+        b += NR;
+    }
+    store_tile(c0, c1, c, ldc, m, n, beta, bias);
+}
+
+/* A 32-bit word that may alias the bf16 pairs the packers write. */
+typedef uint32_t bf16_pair __attribute__((may_alias));
+
+/* bf16: the same tile from k-pair panels (gemm_driver.h layout with s = 2): per pair q, a holds MR
+ * words (row i's bf16 values at k = 2q, 2q+1) and b holds NR words (column j's two values), 64 bytes
+ * per 16 columns. Each vdpbf16ps adds a0*b0 + a1*b1 to 16 fp32 sums; the zero-padded second value of
+ * an odd kc's last pair contributes 0. */
+static void kernel_avx512_bf16(int kc, const void *a_, const void *b_, float *restrict c, int ldc, int m, int n,
+                               float beta, const float *restrict bias) {
+    const bf16_pair *restrict a = a_;
+    const __m512i *restrict b = b_;
+    __m512 c0[MR], c1[MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int q = 0; q < (kc + 1) / 2; q++) {
+        const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 1);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
+            c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);
+            c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);
+        }
+        a += MR;
+        b += 2;
+    }
+    store_tile(c0, c1, c, ldc, m, n, beta, bias);
+}
+
 static inline __mmask16 low_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
-/* In-register 16 x 16 transpose: on return r[c] holds column c of the input rows r[0..15]. Three
+/* In-register 16 x 16 transpose of 32-bit words (fp32 values or bf16 pairs): on return r[c] holds
+ * column c of the input rows r[0..15]. Three
  * stages: 32-bit interleave of row pairs, 64-bit interleave (each 128-bit lane l of b[4j+q] then
  * holds rows 4j..4j+3 of column 4l+q), then two 128-bit lane shuffles gather the four lanes. */
 static inline void transpose16(__m512 r[16]) {
@@ -84,7 +127,8 @@ static inline void transpose16(__m512 r[16]) {
 /* The packer contract of gemm_driver.h. trans: each k is a contiguous run of r values (a masked
  * copy); not trans: each row is a contiguous run of k values, moved 16 x 16 at a time through
  * transpose16. Rows past m and k past kc read as zero. */
-static void pack_avx512(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, float *out) {
+static void pack_avx512(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out_) {
+    float *out = out_;
     for (int p = 0; p < m; p += r) {
         const int rows = m - p < r ? m - p : r;
         float *o = out + (size_t)p * kc;
@@ -111,10 +155,75 @@ static void pack_avx512(int trans, const float *X, int ldx, int i0, int k0, int 
     }
 }
 
+/* The bf16 packer (gemm_driver.h layout with s = 2, kcp = kc rounded up to even; values rounded to
+ * nearest even by vcvtne2ps2bf16). trans: rows k and k+1 are two runs of r values; converted
+ * together (k's 16 values in words 0..15, k+1's in 16..31), one word permute interleaves them into
+ * 16 pairs. Not trans: each row's run of 32 k values converts into 16 pairs (already in order); 16 rows
+ * of pairs go through transpose16. Rows past m and k past kc read as zero. */
+static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out_) {
+    uint16_t *out = out_;
+    const int kcp = (kc + 1) & ~1;
+    /* word 2i <- word i (k), word 2i+1 <- word 16+i (k+1) */
+    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                                22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int p = 0; p < m; p += r) {
+        const int rows = m - p < r ? m - p : r;
+        uint16_t *o = out + (size_t)p * kcp;
+        for (int g = 0; g < r; g += 16) {
+            const int w = r - g < 16 ? r - g : 16, nrow = rows - g < 0 ? 0 : rows - g < w ? rows - g : w;
+            const __mmask16 wm = low_mask(w), rm = low_mask(nrow);
+            if (trans) {
+                const float *x = X + (size_t)k0 * ldx + i0 + p + g;
+                for (int k = 0; k < kc; k += 2, x += 2 * (size_t)ldx) {
+                    const __m512 lo = _mm512_maskz_loadu_ps(rm, x);
+                    const __m512 hi = k + 1 < kc ? _mm512_maskz_loadu_ps(rm, x + ldx) : _mm512_setzero_ps();
+                    const __m512i t = _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+                    _mm512_mask_storeu_epi32(o + (size_t)k * r + 2 * g, wm, t);
+                }
+                continue;
+            }
+            for (int k = 0; k < kc; k += 32) {
+                const int kk = kc - k < 32 ? kc - k : 32;
+                const __mmask16 k0m = low_mask(kk), k1m = low_mask(kk > 16 ? kk - 16 : 0);
+                __m512 t[16];
+                for (int i = 0; i < 16; i++) {
+                    if (i < nrow) {
+                        const float *x = X + (size_t)(i0 + p + g + i) * ldx + k0 + k;
+                        t[i] = (__m512)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(k1m, x + 16),
+                                                           _mm512_maskz_loadu_ps(k0m, x));
+                    } else {
+                        t[i] = _mm512_setzero_ps();
+                    }
+                }
+                transpose16(t);
+                for (int j = 0; j < (kk + 1) / 2; j++)
+                    _mm512_mask_storeu_epi32(o + (size_t)(k + 2 * j) * r + 2 * g, wm, (__m512i)t[j]);
+            }
+        }
+    }
+}
+
 /* Zen 4 (1 MiB L2 per core, 32 MiB L3): A block 144 x 768 (432 KiB) stays in L2, B panel 768 x 3072
  * (9 MiB) in L3; KC = 768 covers GPT-2's C in one pass (measured: 384 -> 768 gave +3-5%). */
 static const gptc_gemm_isa k_isa = {
-    .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .kernel = kernel_avx512, .pack = pack_avx512,
+    .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .esize = 4, .kstep = 1,
+    .kernel = kernel_avx512, .pack = pack_avx512,
+};
+
+/* bf16 panels are half the bytes per element, so KC doubles at the same A block (144 x 1536 x 2 B =
+ * 432 KiB) and B panel (1536 x 3072 x 2 B = 9 MiB). Workspace bound: per thread the driver packs
+ * round_up(min(1536, K), 2) x 2 B per row, which is <= min(768, K) x 4 B for every K >= 1, with the same
+ * rows (MC, MR) and columns (NC, NR) as k_isa — so gemm_bf16 never needs more packing bytes than the
+ * fp32 gemm on the same shape. */
+static const gptc_gemm_isa k_isa_bf16 = {
+    .mr = MR, .nr = NR, .mc = 144, .kc = 1536, .nc = 3072, .esize = 2, .kstep = 2,
+    .kernel = kernel_avx512_bf16, .pack = pack_avx512_bf16,
+};
+
+/* No AVX512_BF16: the fp32 kernel and blocking on panels rounded to bf16 (same workspace as gemm). */
+static const gptc_gemm_isa k_isa_bf16_emulated = {
+    .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .esize = 4, .kstep = 1, .round_bf16 = 1,
+    .kernel = kernel_avx512, .pack = pack_avx512,
 };
 
 static void gemm_avx512(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
@@ -122,8 +231,25 @@ static void gemm_avx512(int transA, int transB, int M, int N, int K, const float
     gptc_gemm_blocked(&k_isa, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
 }
 
-void gptc_avx512_overlay_gemm(gptc_kernels *k) { k->gemm = gemm_avx512; }
+static void gemm_bf16_avx512(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                             int ldb, float beta, const float *bias, float *C, int ldc) {
+    gptc_gemm_blocked(&k_isa_bf16, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
+}
 
-void gptc_avx512_gemm_pack(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, float *out) {
+void gptc_avx512_gemm_bf16_emulated(int transA, int transB, int M, int N, int K, const float *A, int lda,
+                                    const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
+    gptc_gemm_blocked(&k_isa_bf16_emulated, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
+}
+
+void gptc_avx512_overlay_gemm(gptc_kernels *k) {
+    k->gemm = gemm_avx512;
+    k->gemm_bf16 = gptc_cpu()->avx512bf16 ? gemm_bf16_avx512 : gptc_avx512_gemm_bf16_emulated;
+}
+
+void gptc_avx512_gemm_pack(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
     pack_avx512(trans, X, ldx, i0, k0, m, kc, r, out);
+}
+
+void gptc_avx512_gemm_pack_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
+    pack_avx512_bf16(trans, X, ldx, i0, k0, m, kc, r, out);
 }

@@ -1,5 +1,6 @@
 /* peak_avx512.c — the FMA probe: 12 independent 16-lane FMA chains per thread in registers (enough
- * to cover the FMA latency on two pipes), timed, to measure the machine's fp32 peak. */
+ * to cover the FMA latency on two pipes), timed, to measure the machine's fp32 peak; and the same
+ * with vdpbf16ps (AVX512_BF16) for the bf16 peak. */
 #include "kernels/x86_avx512/avx512.h"
 
 #include <immintrin.h>
@@ -18,5 +19,21 @@ float gptc_avx512_fma_probe(long iters) {
     }
     __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)), _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
     s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
+    return _mm512_reduce_add_ps(s);
+}
+
+/* Runs iters x 12 vdpbf16ps (12 independent chains, enough for its latency on this ISA's pipes); each
+ * does 16 lanes x 2 bf16 multiply-adds, FLOPs = iters * 12 * 32 * 2. The operands are small (2^-10)
+ * so the sums stay finite; returns a value that depends on every chain. */
+float gptc_avx512_bf16_probe(long iters) {
+    const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0x1p-10f), _mm512_set1_ps(0x1p-10f));
+    __m512 c[12];
+    for (int i = 0; i < 12; i++) c[i] = _mm512_set1_ps(0.1f * (float)(i + 1));
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) c[i] = _mm512_dpbf16_ps(c[i], a, a);
+    }
+    __m512 s = _mm512_setzero_ps();
+    for (int i = 0; i < 12; i++) s = _mm512_add_ps(s, c[i]);
     return _mm512_reduce_add_ps(s);
 }
