@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 # torch_train_bench.py — times PyTorch training of GPT-2 124M (12 layers, 12 heads, 768 channels,
-# context 1024, vocab 50257) on the CPU in float32, using the same model as gptc's fixtures
+# context 1024, vocab 50257) on the CPU in float32, or with --dtype bf16 under
+# torch.autocast('cpu', dtype=torch.bfloat16) (matmuls in bf16 through oneDNN, fp32 master weights,
+# gradients and AdamW: the same "O2"-style mixed precision as gptc's --dtype bf16), using the same model as gptc's fixtures
 # (tools/torch_gpt2.py), as the baseline for bench/train_vs_torch.sh. Each step: zero_grad,
 # forward, backward, clip_grad_norm_(1.0), AdamW step, on random tokens. Prints one line per timed
 # step and ends with exactly one summary line:
@@ -39,6 +41,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10, help="timed steps")
     ap.add_argument("--warmup-steps", type=int, default=2, help="untimed steps first")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     a = ap.parse_args()
     if a.batch < 1 or a.seq < 1 or a.threads < 1 or a.steps < 1 or a.warmup_steps < 0:
         ap.error("batch, seq, threads and steps must be positive, warmup-steps not negative")
@@ -56,7 +60,7 @@ def main():
     params = list(model.parameters())
     V = CFG["vocab"]
     print(f"torch {torch.__version__}: GPT-2 {nparams / 1e6:.1f}M params, B={a.batch} T={a.seq} "
-          f"threads={torch.get_num_threads()}, {a.warmup_steps} warmup + {a.steps} timed steps", flush=True)
+          f"threads={torch.get_num_threads()} dtype={a.dtype}, {a.warmup_steps} warmup + {a.steps} timed steps", flush=True)
     blas = loaded_blas()
     print(f"blas: {blas}", flush=True)
     if "/blas/libblas.so" in blas:
@@ -69,7 +73,8 @@ def main():
         y = torch.randint(0, V, (a.batch, a.seq), generator=gen)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        _, loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+            _, loss = model(x, y)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -83,7 +88,7 @@ def main():
 
     med = statistics.median(times)
     print(f"torch: median {med * 1e3:.1f} ms/step, {a.batch * a.seq / med:.1f} tokens/s "
-          f"(B={a.batch} T={a.seq} threads={a.threads}, {a.steps} steps)")
+          f"(B={a.batch} T={a.seq} threads={a.threads} {a.dtype}, {a.steps} steps)")
 
 
 if __name__ == "__main__":

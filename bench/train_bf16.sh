@@ -1,0 +1,64 @@
+#!/bin/sh
+# train_bf16.sh — GPT-2 124M training throughput in bf16 mixed precision, side by side in one run:
+# gptc --dtype fp32, gptc --dtype bf16, and PyTorch (bench/torch_train_bench.py, Debian's torch)
+# in fp32 and under torch.autocast('cpu', dtype=torch.bfloat16) (its matmuls through oneDNN's
+# AVX512_BF16 kernels), at B=4 and T in $TS (default 256) on $THREADS threads. Prints a Markdown
+# table with tokens/s, the ratios, and MFU against the fp32 and bf16 peaks gptc measures in the
+# same run (PaLM's FLOP convention, see gptc_model_flops_per_token). PyTorch runs on Debian's
+# OpenMP OpenBLAS (its fp32 matmuls). Settings: THREADS (2), STEPS (5), TS ("256"), RUNS (1).
+set -e
+cd "$(dirname "$0")/.."
+THREADS=${THREADS:-2}
+STEPS=${STEPS:-5}
+TS=${TS:-256}
+RUNS=${RUNS:-1}
+GPTC=build/gptc
+DATA=build/data/shakespeare-gpt2
+BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
+[ -x "$GPTC" ] || { echo "train_bf16: $GPTC not found; run make first" >&2; exit 1; }
+[ -f "$BLAS/libblas.so.3" ] || { echo "train_bf16: $BLAS missing; run sh tools/setup.sh --bench" >&2; exit 1; }
+[ -f "$DATA/meta.json" ] || "$GPTC" prepare --tokenizer gpt2 data/tinyshakespeare.txt --out "$DATA" >/dev/null
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/train_bf16.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+field() { # the number before word $2 on the last line of $1 matching $3
+    awk -v w="$2" -v p="$3" 'index($0, p) { for (i = 2; i <= NF; i++) if ($i ~ "^" w) v = $(i - 1) } END { print v }' "$1"
+}
+peak() { # the number after "peak" on the summary line of $1
+    awk '/measured/ && /peak/ { for (i = 1; i < NF; i++) if ($i == "peak") v = $(i + 1) } END { print v }' "$1"
+}
+gptc_run() { # dtype T log
+    "$GPTC" train --model gpt2 --data "$DATA" --batch 4 --seq "$2" --steps "$STEPS" --threads "$THREADS" \
+        --dtype "$1" --eval-every 0 --eval-batches 1 --lr 1e-4 --quiet >"$3" 2>&1 || { cat "$3" >&2; exit 1; }
+}
+torch_run() { # dtype T log
+    LD_LIBRARY_PATH="$BLAS" /usr/bin/python3 bench/torch_train_bench.py --batch 4 --seq "$2" --threads "$THREADS" \
+        --steps "$STEPS" --dtype "$1" >"$3" 2>&1 || { cat "$3" >&2; exit 1; }
+}
+
+echo "| T | run | gptc fp32 tokens/s | gptc bf16 tokens/s | PyTorch fp32 tokens/s | PyTorch bf16 tokens/s | gptc bf16 / gptc fp32 | gptc bf16 / PyTorch bf16 | gptc bf16 MFU (bf16 peak) | PyTorch bf16 MFU (bf16 peak) | gptc fp32 MFU (fp32 peak) |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for T in $TS; do
+    run=1
+    while [ "$run" -le "$RUNS" ]; do
+        gptc_run fp32 "$T" "$tmp/g32.log"
+        gptc_run bf16 "$T" "$tmp/g16.log"
+        torch_run fp32 "$T" "$tmp/t32.log"
+        torch_run bf16 "$T" "$tmp/t16.log"
+        g32=$(field "$tmp/g32.log" "tokens/s" "train: median")
+        g16=$(field "$tmp/g16.log" "tokens/s" "train: median")
+        t32=$(field "$tmp/t32.log" "tokens/s" "torch: median")
+        t16=$(field "$tmp/t16.log" "tokens/s" "torch: median")
+        flops=$(field "$tmp/g32.log" "model" "FLOPs/token")
+        p32=$(peak "$tmp/g32.log")
+        p16=$(peak "$tmp/g16.log")
+        awk -v T="$T" -v run="$run" -v g32="$g32" -v g16="$g16" -v t32="$t32" -v t16="$t16" -v f="$flops" \
+            -v p32="$p32" -v p16="$p16" 'BEGIN {
+            printf "| %d | %d | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.1f%% | %.1f%% | %.1f%% |\n", T, run, g32,
+                   g16, t32, t16, g16 / g32, g16 / t16, 100 * g16 * f / 1e9 / p16, 100 * t16 * f / 1e9 / p16,
+                   100 * g32 * f / 1e9 / p32 }'
+        run=$((run + 1))
+    done
+done
+echo
+echo "B=4, $THREADS threads; median step of $STEPS steps; peaks measured by gptc's FMA and vdpbf16ps probes in the same run."
