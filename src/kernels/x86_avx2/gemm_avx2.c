@@ -64,4 +64,7 @@ static void gemm_avx2(int transA, int transB, int M, int N, int K, const float *
     gptc_gemm_blocked(&k_isa, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
 }
 
-void gptc_avx2_overlay_gemm(gptc_kernels *k) { k->gemm = gemm_avx2; }
+void gptc_avx2_overlay_gemm(gptc_kernels *k) {
+    k->gemm = gemm_avx2;
+    k->gemm_isa = &k_isa;
+}

@@ -122,7 +122,10 @@ static void gemm_avx512(int transA, int transB, int M, int N, int K, const float
     gptc_gemm_blocked(&k_isa, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
 }
 
-void gptc_avx512_overlay_gemm(gptc_kernels *k) { k->gemm = gemm_avx512; }
+void gptc_avx512_overlay_gemm(gptc_kernels *k) {
+    k->gemm = gemm_avx512;
+    k->gemm_isa = &k_isa;
+}
 
 void gptc_avx512_gemm_pack(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, float *out) {
     pack_avx512(trans, X, ldx, i0, k0, m, kc, r, out);
