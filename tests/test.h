@@ -46,6 +46,8 @@ int test_failures_in_current(void);
 /* Helpers shared by tests (tests/test_util.c). */
 const char *test_tmpdir(void);             /* a fresh folder for this test run */
 const char *test_gptc_bin(void);           /* path of the gptc binary under test */
+/* A folder of byte-token shards of data/tinyshakespeare.txt made by `gptc prepare` (once per run). */
+const char *test_shakespeare_data(void);
 /* Runs a shell command; returns its exit status (or -1); stdout+stderr go to *out (malloc'd, may be NULL). */
 int test_run(const char *cmd, char **out);
 /* A folder test_tmpdir()/<prefix><name>, created, its path in buf. */

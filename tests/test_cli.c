@@ -9,18 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static char g_data[512];
-
-static const char *data_dir(void) {
-    if (!g_data[0]) {
-        snprintf(g_data, sizeof g_data, "%s/cli-data", test_tmpdir());
-        char cmd[2048];
-        snprintf(cmd, sizeof cmd, "%s prepare --tokenizer byte data/tinyshakespeare.txt --out %s", test_gptc_bin(), g_data);
-        CHECK_EQ_INT(test_run(cmd, NULL), 0);
-    }
-    return g_data;
-}
-
 static int count_lines(const char *s) {
     int n = 0;
     for (; *s; s++) n += *s == '\n';
@@ -47,7 +35,7 @@ static void refused(const char *args, const char *expect) {
 }
 
 TEST(cli_refuses_bad_values) {
-    const char *d = data_dir();
+    const char *d = test_shakespeare_data();
     char a[2048], ck[600];
     snprintf(ck, sizeof ck, "%s/cli-never", test_tmpdir());
 #define R(expect, ...) do { snprintf(a, sizeof a, __VA_ARGS__); refused(a, expect); } while (0)
@@ -64,6 +52,8 @@ TEST(cli_refuses_bad_values) {
     R("--model gpt7", "train --data %s --ckpt %s --model gpt7", d, ck);
     R("--gelu fast: unknown GELU form (expected tanh, erf or sigmoid)", "train --data %s --ckpt %s --gelu fast", d, ck);
     R("--gelu", "train --data %s --ckpt %s --gelu", d, ck);
+    R("--dtype fp16", "train --data %s --ckpt %s --dtype fp16", d, ck);
+    R("--recompute all", "train --data %s --ckpt %s --recompute all", d, ck);
     R("--data", "train --ckpt %s", ck);
     R("/nonexistent/x.bin", "train --data /nonexistent/x.bin --ckpt %s", ck);
     R("/etc/hostname", "train --data /etc/hostname --ckpt %s", ck);
@@ -124,7 +114,7 @@ TEST(cli_tokenize_shows_ids) {
 }
 
 TEST(cli_train_resume_sample) {
-    const char *d = data_dir();
+    const char *d = test_shakespeare_data();
     char ck[600], cmd[4096], *out = NULL;
     snprintf(ck, sizeof ck, "%s/cli-run", test_tmpdir());
     snprintf(cmd, sizeof cmd,

@@ -107,14 +107,14 @@ TEST(io_atomic_write_replaces_and_leaves_no_temp) {
     CHECK_OK(gptc_file_read_all(p, &data, &len));
     CHECK_EQ_INT(len, 11);
     CHECK(data && strcmp(data, "new content") == 0);
-    free(data);
+    gptc_free(data);
     CHECK_EQ_INT(count_names(dir, ".tmp-"), 0);
     CHECK_EQ_INT(count_names(dir, "f.txt"), 1);
     /* zero parts makes an empty file */
     CHECK_OK(gptc_file_write_atomic(p, NULL, NULL, 0));
     CHECK_OK(gptc_file_read_all(p, &data, &len));
     CHECK_EQ_INT(len, 0);
-    free(data);
+    gptc_free(data);
     /* a bigger write (several MiB) round-trips byte for byte */
     size_t big = (size_t)5 << 20;
     unsigned char *buf = malloc(big);
@@ -125,7 +125,7 @@ TEST(io_atomic_write_replaces_and_leaves_no_temp) {
     CHECK_OK(gptc_file_read_all(p, &data, &len));
     CHECK_EQ_INT(len, big);
     CHECK(data && memcmp(data, buf, big) == 0);
-    free(data);
+    gptc_free(data);
     free(buf);
     CHECK_EQ_INT(count_names(dir, ".tmp-"), 0);
 }
@@ -156,13 +156,13 @@ TEST(io_read_all) {
     CHECK_OK(gptc_file_read_all(p, &data, &len));
     CHECK_EQ_INT(len, 7);
     CHECK(data && memcmp(data, "abc\0def", 8) == 0); /* NUL-terminated too */
-    free(data);
+    gptc_free(data);
     const char *e = tpath("%s", "empty.txt");
     write_raw(e, "", 0);
     CHECK_OK(gptc_file_read_all(e, &data, &len));
     CHECK_EQ_INT(len, 0);
     CHECK(data && data[0] == '\0');
-    free(data);
+    gptc_free(data);
     CHECK_EQ_INT(gptc_file_read_all(tpath("%s", "missing.txt"), &data, &len), GPTC_ERR_IO);
     CHECK(data == NULL);
     CHECK(strstr(gptc_last_error(), "missing.txt") != NULL);
@@ -171,7 +171,7 @@ TEST(io_read_all) {
     if (gptc_is_file("/proc/self/status")) {
         CHECK_OK(gptc_file_read_all("/proc/self/status", &data, &len));
         CHECK(len > 0 && data && strstr(data, "Name:") != NULL);
-        free(data);
+        gptc_free(data);
     }
 }
 
@@ -252,7 +252,7 @@ TEST(io_st_round_trip) {
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (unsigned char)raw[i];
     CHECK_EQ_INT((8 + hlen) % 64, 0);
     CHECK(raw[8] == '{');
-    free(raw);
+    gptc_free(raw);
 
     gptc_st_file f;
     CHECK_OK(gptc_st_open(&f, p));
@@ -441,7 +441,7 @@ TEST(io_st_refuses_every_truncation) {
     write_raw(p, longer, size + 1);
     CHECK_REFUSED(gptc_st_open(&f, p), p, "belong to no tensor");
     free(longer);
-    free(whole);
+    gptc_free(whole);
 }
 
 TEST(io_st_refuses_flipped_bits) {
@@ -475,7 +475,7 @@ TEST(io_st_refuses_flipped_bits) {
         }
     }
     CHECK_EQ_INT(bad, 0);
-    free(whole);
+    gptc_free(whole);
 }
 
 TEST(io_st_refuses_bad_headers) {

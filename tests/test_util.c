@@ -33,6 +33,17 @@ const char *test_tmpdir(void) {
 
 /* GPTC_BIN, else the gptc built beside this test binary (make BUILD=DIR builds both into DIR), else
  * build/gptc */
+const char *test_shakespeare_data(void) {
+    static char dir[512];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "%s/cli-data", test_tmpdir());
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s prepare --tokenizer byte data/tinyshakespeare.txt --out %s", test_gptc_bin(), dir);
+        CHECK_EQ_INT(test_run(cmd, NULL), 0);
+    }
+    return dir;
+}
+
 const char *test_gptc_bin(void) {
     static char beside[4096];
     const char *b = getenv("GPTC_BIN");

@@ -14,6 +14,8 @@ typedef struct train_cli {
     gptc_train_options t;
     const char *model;
     const char *gelu;
+    const char *dtype;
+    const char *recompute;
     int sequential;
     int log_every;
     int quiet;
@@ -53,6 +55,8 @@ static const gptc_option g_train_opts[] = {
     {"threads", OPT_INT, F(t.threads), "N", "OpenMP threads (0: all cores)", 0, 4096},
     {"naive-attention", OPT_FLAG, F(t.naive_attention), "", "use the reference attention that stores the T x T scores (instead of flash)", 0, 0},
     {"no-fusion", OPT_FLAG, F(t.no_fusion), "", "separate bias/residual/LayerNorm kernels and whole (B,T,V) logits (instead of fused, chunked)", 0, 0},
+    {"dtype", OPT_STRING, F(dtype), "D", "precision of the matrix products: fp32, or bf16 (bf16 operands, fp32 sums, fp32 master weights and AdamW)", 0, 0},
+    {"recompute", OPT_STRING, F(recompute), "LEVEL", "activations the backward recomputes instead of keeping: none; gelu (the MLP's GELU); attn (also the attention); block (all but each block's input). Same results, less memory (see gptc plan)", 0, 0},
     {"sample-every", OPT_INT, F(t.sample_every), "N", "print a sample, decoded with the data's tokenizer, every N steps (0: never)", 0, 1e9},
     {"sample-tokens", OPT_INT, F(t.sample_tokens), "N", "tokens per sample in the log", 1, 1 << 20},
     {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
@@ -77,6 +81,8 @@ static void defaults(train_cli *c) {
     gptc_train_options_default(&c->t);
     c->model = "small-cpu";
     c->gelu = "tanh";
+    c->dtype = "fp32";
+    c->recompute = "none";
     c->log_every = 1;
 }
 
@@ -106,9 +112,10 @@ static int on_step(void *user, const gptc_step_info *in) {
         const gptc_train_options *t = &p->c->t;
         if (!p->c->quiet) {
             printf("model: %d layers, %d heads, %d channels, context %d, vocab %d (padded %d), gelu %s, %.2fM "
-                   "parameters | batch %d x %d, %ld tokens/update | kernels %s | threads %d\n",
+                   "parameters | batch %d x %d, %ld tokens/update | dtype %s, recompute %s | kernels %s | threads %d\n",
                    m->layers, m->heads, m->channels, m->context, m->vocab, gptc_padded_vocab(m->vocab),
-                   gptc_gelu_name(m->gelu), gptc_model_num_params(m) / 1e6, t->batch, t->seq, in->tokens_per_update, gptc_kernels_get()->variant,
+                   gptc_gelu_name(m->gelu), gptc_model_num_params(m) / 1e6, t->batch, t->seq, in->tokens_per_update,
+                   gptc_precision_name(t->dtype), gptc_recompute_name(t->recompute), gptc_kernels_get()->variant,
                    gptc_threads());
             if (in->first_step) printf("resuming from step %d\n", in->first_step);
             fflush(stdout);
@@ -163,7 +170,8 @@ int gptc_cmd_train(int argc, char **argv) {
     int *model_fields[] = {&c.t.model.layers, &c.t.model.heads, &c.t.model.channels, &c.t.model.context, &c.t.model.vocab};
     for (int j = 0; j < 5; j++)
         if (given_flag(given, shape_flags[j])) *model_fields[j] = *shape_fields[j];
-    if (gptc_gelu_from_name(c.gelu, &c.t.model.gelu)) {
+    if (gptc_gelu_from_name(c.gelu, &c.t.model.gelu) || gptc_precision_from_name(c.dtype, &c.t.dtype) ||
+        gptc_recompute_from_name(c.recompute, &c.t.recompute)) {
         gptc_cli_error();
         return 2;
     }

@@ -8,6 +8,7 @@ int gptc_cmd_sample(int argc, char **argv);
 int gptc_cmd_prepare(int argc, char **argv);
 int gptc_cmd_info(int argc, char **argv);
 int gptc_cmd_tokenize(int argc, char **argv);
+int gptc_cmd_plan(int argc, char **argv);
 
 /* Prints "gptc: MESSAGE" for the last library error. */
 void gptc_cli_error(void);

@@ -8,6 +8,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: gptc <command> [options]\n\n"
                "commands:\n"
                "  train     train a GPT-2 model on token shards (resumes from --ckpt)\n"
+               "  plan      show the memory a training run would take and whether it fits\n"
                "  sample    generate text from a checkpoint\n"
                "  prepare   turn text files into token shards\n"
                "  tokenize  show the token ids of a text\n"
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return gptc_cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "plan") == 0) return gptc_cmd_plan(argc - 2, argv + 2);
     if (strcmp(cmd, "sample") == 0) return gptc_cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "prepare") == 0) return gptc_cmd_prepare(argc - 2, argv + 2);
     if (strcmp(cmd, "info") == 0) return gptc_cmd_info(argc - 2, argv + 2);
@@ -30,6 +32,6 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "gptc: %s: unknown command (expected train, sample, prepare, tokenize or info; see gptc --help)\n", cmd);
+    fprintf(stderr, "gptc: %s: unknown command (expected train, plan, sample, prepare, tokenize or info; see gptc --help)\n", cmd);
     return 2;
 }

@@ -26,9 +26,19 @@ void gptc_assert_fail(const char *expr, const char *file, int line) __attribute_
 void gptc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gptc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- memory: 64-byte aligned, zero-filled; NULL (with the error message set) on failure */
+/* ---- memory: 64-byte aligned, zero-filled; NULL (with the error message set) on failure. Only
+ * gptc_free may release a gptc_alloc block (a header before the block records its size). */
 void *gptc_alloc(size_t bytes, const char *what);
 void gptc_free(void *p);
+/* Bytes held now by gptc_alloc blocks (header and rounding included) and the most held at once since
+ * the start or the last gptc_alloc_reset_peak(); thread-safe. Either pointer may be NULL. */
+void gptc_alloc_stats(size_t *live, size_t *peak);
+void gptc_alloc_reset_peak(void);
+/* What gptc_alloc(bytes) adds to the live count: bytes rounded up to 64 plus the 64-byte header. */
+size_t gptc_alloc_block_bytes(size_t bytes);
+/* Memory this process may use: the smaller of MemTotal (/proc/meminfo) and the cgroup v2 limit
+ * (/sys/fs/cgroup/memory.max) when one is set; 0 when neither can be read. */
+size_t gptc_machine_memory(void);
 
 /* A float buffer that grows on demand and is then reused: kernels keep one per thread
  * (`static _Thread_local gptc_workspace w;`), so every call after the first allocates nothing.

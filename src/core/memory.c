@@ -1,23 +1,60 @@
-/* memory.c — aligned, zeroed allocation and arena planning (sizes first, one block, views). */
+/* memory.c — aligned, zeroed allocation with live/peak byte accounting, arena planning (sizes
+ * first, one block, views), and this machine's usable memory.
+ *
+ * Every block from gptc_alloc carries a 64-byte header in front of it that records the block's
+ * size, so gptc_free can subtract it from the live count; the block itself stays 64-byte aligned.
+ * The counts are the bytes really taken: header plus the size rounded up to 64. */
 #include "core.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+enum { HEADER = 64 };
+
+static atomic_size_t g_live, g_peak;
+
+static void account(size_t add, size_t sub) {
+    size_t now = atomic_fetch_add(&g_live, add) + add;
+    if (sub) atomic_fetch_sub(&g_live, sub);
+    size_t peak = atomic_load(&g_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&g_peak, &peak, now)) {
+    }
+}
+
+/* the usable size of a block for a request of `bytes`: a whole number of 64-byte lines, at least one */
+static size_t rounded_size(size_t bytes) { return bytes ? (bytes + 63) & ~(size_t)63 : 64; }
+
 void *gptc_alloc(size_t bytes, const char *what) {
-    size_t rounded = (bytes + 63) & ~(size_t)63;
-    if (rounded == 0) rounded = 64;
-    void *p = aligned_alloc(64, rounded);
+    size_t rounded = rounded_size(bytes);
+    char *p = rounded <= SIZE_MAX - HEADER ? aligned_alloc(64, rounded + HEADER) : NULL;
     if (!p) {
         gptc_fail(GPTC_ERR_NOMEM, "cannot allocate %.1f MiB for %s; use a smaller model, batch or sequence",
                   bytes / 1048576.0, what);
         return NULL;
     }
-    memset(p, 0, rounded);
-    return p;
+    memset(p + HEADER, 0, rounded);
+    *(size_t *)p = rounded + HEADER;
+    account(rounded + HEADER, 0);
+    return p + HEADER;
 }
 
-void gptc_free(void *p) { free(p); }
+void gptc_free(void *p) {
+    if (!p) return;
+    char *block = (char *)p - HEADER;
+    account(0, *(size_t *)block);
+    free(block);
+}
+
+void gptc_alloc_stats(size_t *live, size_t *peak) {
+    if (live) *live = atomic_load(&g_live);
+    if (peak) *peak = atomic_load(&g_peak);
+}
+
+void gptc_alloc_reset_peak(void) { atomic_store(&g_peak, atomic_load(&g_live)); }
+
+size_t gptc_alloc_block_bytes(size_t bytes) { return rounded_size(bytes) + HEADER; }
 
 float *gptc_workspace_get(gptc_workspace *w, size_t nfloats) {
     if (nfloats > w->cap) {
@@ -33,4 +70,28 @@ size_t gptc_plan_take(gptc_plan *p, size_t nfloats) {
     size_t off = p->used;
     p->used += (nfloats + 15) & ~(size_t)15;
     return off;
+}
+
+/* the first number in a file (e.g. cgroup's memory.max), 0 if none or "max" */
+static unsigned long long read_number(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long v = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (key && strncmp(line, key, strlen(key)) != 0) continue;
+        const char *s = line + (key ? strlen(key) : 0);
+        unsigned long long x;
+        if (sscanf(s, " %llu", &x) == 1) v = x;
+        break;
+    }
+    fclose(f);
+    return v;
+}
+
+size_t gptc_machine_memory(void) {
+    unsigned long long total = read_number("/proc/meminfo", "MemTotal:") * 1024ull;
+    unsigned long long limit = read_number("/sys/fs/cgroup/memory.max", NULL);
+    if (limit && (!total || limit < total)) total = limit;
+    return (size_t)total;
 }

@@ -9,7 +9,7 @@
 /* Writes the concatenation of nparts buffers to path atomically: path.tmp-PID, fsync, rename over
  * path, fsync the folder. On any failure the old file (if any) is untouched and the temp removed. */
 gptc_status gptc_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int nparts);
-/* Reads a whole file into a malloc'd buffer (NUL-terminated, *len excludes the NUL). */
+/* Reads a whole file into a gptc_alloc buffer, released with gptc_free (NUL-terminated, *len excludes the NUL). */
 gptc_status gptc_file_read_all(const char *path, char **data, size_t *len);
 /* Creates a folder and its parents (like mkdir -p). */
 gptc_status gptc_mkdir_p(const char *path);

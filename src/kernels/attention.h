@@ -32,6 +32,12 @@ typedef void (*gptc_flash_bwd_fn)(float *dq, float *dk, float *dv, const float *
 gptc_flash_fwd_fn gptc_flash_fwd(void);
 gptc_flash_bwd_fn gptc_flash_bwd(void);
 const char *gptc_flash_variant(void); /* "ref", "avx2" or "avx512" */
+/* Bytes (as gptc_alloc counts them) of the per-thread scratch the variant above grows to over a
+ * forward and a backward at (T, HS); every thread of the call's team holds this much afterwards. */
+size_t gptc_flash_scratch(int T, int HS);
+size_t gptc_flash_scratch_ref(int T, int HS);
+size_t gptc_flash_scratch_avx2(int T, int HS);
+size_t gptc_flash_scratch_avx512(int T, int HS);
 
 /* Each variant by name, for tests and benchmarks. The avx2/avx512 ones may only be called when
  * gptc_kernels_level("avx2"/"avx512") is non-NULL (they are compiled for that ISA). */

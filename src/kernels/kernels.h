@@ -10,8 +10,18 @@
 
 #include <stddef.h>
 
+/* The signature of gemm and gemm_bf16 below (the contract is gemm's). */
+typedef void (*gptc_gemm_fn)(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                             int ldb, float beta, const float *bias, float *C, int ldc);
+
+struct gptc_gemm_isa;
+
 typedef struct gptc_kernels {
     const char *variant; /* "ref", ... */
+    /* The blocking of gemm when the portable blocked driver runs it (kernels/gemm/gemm_driver.h), for
+     * gptc_gemm_scratch; NULL when gemm keeps no scratch (the reference). Set with gemm. */
+    const struct gptc_gemm_isa *gemm_isa;
+    const struct gptc_gemm_isa *gemm_bf16_isa; /* the same for gemm_bf16 */
 
     /* out (B,T,C) = wte[inp] (V,C) + wpe[t] (maxT,C); inp (B,T) */
     void (*encoder_fwd)(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C);
@@ -115,6 +125,14 @@ const char *gptc_kernels_op_variant(const gptc_kernels *k, int i);
 /* Per-ISA overlays: each sets the entries its folder implements and leaves the others. */
 void gptc_kernels_overlay_avx2(gptc_kernels *k);
 void gptc_kernels_overlay_avx512(gptc_kernels *k);
+
+/* Scratch one call of k's gemm (bf16: gemm_bf16) on (M,N,K) with `threads` OpenMP threads takes,
+ * in bytes as gptc_alloc counts them: apack[t] and bpack[t] (arrays of `threads`), the packing
+ * buffers team thread t grows to (per-thread workspaces, kept and reused by later calls: a thread's
+ * buffer ends at the largest of its calls), and *transient, what the call allocates and frees before
+ * it returns (the reference bf16 product's rounded operand copies). */
+void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int threads, size_t *apack,
+                       size_t *bpack, size_t *transient);
 
 /* Peak fp32 FMA throughput of this machine in GFLOP/s with `threads` threads (0: all), measured by
  * a register-only FMA loop in the widest ISA available (about 0.2 s). */

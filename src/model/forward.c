@@ -7,7 +7,9 @@
  *   (B,T,Vp) logits are never held whole; a training step (gptc_model_forward_backward) forms each
  *   chunk's gradient while its logits are in memory;
  * - unfused (the reference path, and what a caller that wants the logits uses): separate bias,
- *   residual and LayerNorm kernels and the whole (B,T,Vp) logits kept after the forward. */
+ *   residual and LayerNorm kernels and the whole (B,T,Vp) logits kept after the forward.
+ * Either way, m->recompute (gpt2.h, gptc_acts) drops activations after the forward; the backward
+ * reruns the forward's code for them (recompute_layer), so every level gives the same bits. */
 #include "model/gpt2.h"
 #include "kernels/attention.h"
 #include "kernels/gelu.h"
@@ -17,16 +19,16 @@
 /* out (N,OC) = inp (N,IC) @ w (IC,OC) + b (OC): fused, the bias in the GEMM's epilogue; unfused, its own pass */
 static void linear_fwd(const gptc_model *m, float *out, const float *inp, const float *w, const float *b, int N, int IC,
                        int OC) {
-    m->k->gemm(0, 0, N, OC, IC, inp, IC, w, OC, 0.0f, m->fuse ? b : NULL, out, OC);
+    m->gemm(0, 0, N, OC, IC, inp, IC, w, OC, 0.0f, m->fuse ? b : NULL, out, OC);
     if (!m->fuse) m->k->bias_fwd(out, b, N, OC);
 }
 
 /* dinp (N,IC) = (overwritten), dw (IC,OC) +=, db (OC) += from dout (N,OC) */
-static void linear_bwd(const gptc_kernels *k, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+static void linear_bwd(const gptc_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                        const float *w, int N, int IC, int OC) {
-    k->gemm(0, 1, N, IC, OC, dout, OC, w, OC, 0.0f, NULL, dinp, IC);
-    k->gemm(1, 0, IC, OC, N, inp, IC, dout, OC, 1.0f, NULL, dw, OC);
-    k->bias_bwd(db, dout, N, OC);
+    m->gemm(0, 1, N, IC, OC, dout, OC, w, OC, 0.0f, NULL, dinp, IC);
+    m->gemm(1, 0, IC, OC, N, inp, IC, dout, OC, 1.0f, NULL, dw, OC);
+    m->k->bias_bwd(db, dout, N, OC);
 }
 
 /* res (N,C) = a + b; out = LayerNorm(res) with w, bias; mean, rstd (N) */
@@ -53,31 +55,63 @@ static void ln_bwd_residual(const gptc_model *m, float *dinp, float *dw, float *
     m->k->layernorm_bwd(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
+/* The input of block l (B,T,C): the embeddings, or the previous block's output. */
+static float *block_input(const gptc_model *m, int l) { return l == 0 ? m->a.encoded : m->a.residual3[l - 1]; }
+
+/* ln1[l] (B,T,C), its mean and rstd (B,T) from block l's input. Only layer 0's forward and the block
+ * recompute call this; the forward normalises the other layers' inputs in the previous layer's
+ * residual_ln_fwd. Fused, that is residual_layernorm_fwd, which every kernel level computes with the
+ * same operations in the same order as residual_fwd then layernorm_fwd (kernels.h; checked per level
+ * by tests/test_recompute.c), so layernorm_fwd on the stored sum gives the forward's bits. */
+static void ln1_forward(gptc_model *m, int l, int BT) {
+    const gptc_layer *w = &m->w.layer[l];
+    m->k->layernorm_fwd(m->a.ln1[l], m->a.ln1_mean[l], m->a.ln1_rstd[l], block_input(m, l), w->ln1w, w->ln1b, BT,
+                        m->cfg.channels);
+}
+
+/* atty[l] (B,T,C) from qkv[l] (B,T,3C), keeping what the attention's backward reads: naive, preatt
+ * and att (B,NH,T,T); flash, the head-major q, k, v, o (B,NH,T,HS) and lse (B,NH,T). */
+static void attention_forward(gptc_model *m, int l, int B, int T) {
+    int C = m->cfg.channels, NH = m->cfg.heads;
+    gptc_acts *a = &m->a;
+    if (m->naive_attention) {
+        m->k->attention_fwd(a->atty[l], a->preatt[l], a->att[l], a->qkv[l], B, T, C, NH);
+    } else {
+        gptc_qkv_to_heads(a->q[l], a->k[l], a->v[l], a->qkv[l], B, T, C, NH);
+        m->flash_fwd(a->o[l], a->lse[l], a->q[l], a->k[l], a->v[l], B, NH, T, C / NH, 0.0f, 0);
+        gptc_heads_to_rows(a->atty[l], a->o[l], B, T, C, NH);
+    }
+}
+
+/* fch_gelu[l] (B,T,4C) = GELU(fch[l]) */
+static void gelu_forward(gptc_model *m, int l, int BT) {
+    gptc_gelu_fwd_form(m->cfg.gelu, m->a.fch_gelu[l], m->a.fch[l], (size_t)BT * 4 * m->cfg.channels);
+}
+
+/* Block l from its normalised input ln1[l] through fcproj[l] (B,T,C): everything but the block's
+ * output residual3[l] and the LayerNorm after it. The forward and the block recompute share it. */
+static void block_forward(gptc_model *m, int l, int B, int T) {
+    int C = m->cfg.channels, BT = B * T;
+    gptc_acts *a = &m->a;
+    const gptc_layer *w = &m->w.layer[l];
+    linear_fwd(m, a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, BT, C, 3 * C);
+    attention_forward(m, l, B, T);
+    linear_fwd(m, a->attproj[l], a->atty[l], w->attprojw, w->attprojb, BT, C, C);
+    residual_ln_fwd(m, a->residual2[l], a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], block_input(m, l), a->attproj[l],
+                    w->ln2w, w->ln2b, BT, C);
+    linear_fwd(m, a->fch[l], a->ln2[l], w->fcw, w->fcb, BT, C, 4 * C);
+    gelu_forward(m, l, BT);
+    linear_fwd(m, a->fcproj[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, BT, 4 * C, C);
+}
+
 /* The transformer body: embeddings through the final LayerNorm (a->lnf). */
 static void body_forward(gptc_model *m, const int *inputs, int B, int T) {
-    const gptc_kernels *k = m->k;
-    int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, BT = B * T;
+    int L = m->cfg.layers, C = m->cfg.channels, BT = B * T;
     gptc_acts *a = &m->a;
-    k->encoder_fwd(a->encoded, inputs, m->w.wte, m->w.wpe, B, T, C);
-    k->layernorm_fwd(a->ln1[0], a->ln1_mean[0], a->ln1_rstd[0], a->encoded, m->w.layer[0].ln1w, m->w.layer[0].ln1b,
-                     BT, C);
+    m->k->encoder_fwd(a->encoded, inputs, m->w.wte, m->w.wpe, B, T, C);
+    ln1_forward(m, 0, BT);
     for (int l = 0; l < L; l++) {
-        const gptc_layer *w = &m->w.layer[l];
-        float *res = l == 0 ? a->encoded : a->residual3[l - 1];
-        linear_fwd(m, a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, BT, C, 3 * C);
-        if (m->naive_attention) {
-            k->attention_fwd(a->atty[l], a->preatt[l], a->att[l], a->qkv[l], B, T, C, NH);
-        } else {
-            gptc_qkv_to_heads(a->q[l], a->k[l], a->v[l], a->qkv[l], B, T, C, NH);
-            gptc_flash_fwd()(a->o[l], a->lse[l], a->q[l], a->k[l], a->v[l], B, NH, T, C / NH, 0.0f, 0);
-            gptc_heads_to_rows(a->atty[l], a->o[l], B, T, C, NH);
-        }
-        linear_fwd(m, a->attproj[l], a->atty[l], w->attprojw, w->attprojb, BT, C, C);
-        residual_ln_fwd(m, a->residual2[l], a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], res, a->attproj[l], w->ln2w,
-                        w->ln2b, BT, C);
-        linear_fwd(m, a->fch[l], a->ln2[l], w->fcw, w->fcb, BT, C, 4 * C);
-        gptc_gelu_fwd_form(m->cfg.gelu, a->fch_gelu[l], a->fch[l], (size_t)BT * 4 * C);
-        linear_fwd(m, a->fcproj[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, BT, 4 * C, C);
+        block_forward(m, l, B, T);
         /* residual3 = residual2 + fcproj, normalised by the next layer's ln_1 (or ln_f) in the same pass */
         bool last = l == L - 1;
         const gptc_layer *next = last ? NULL : &m->w.layer[l + 1];
@@ -85,6 +119,20 @@ static void body_forward(gptc_model *m, const int *inputs, int B, int T) {
                         last ? a->lnf_rstd : a->ln1_rstd[l + 1], a->residual2[l], a->fcproj[l],
                         last ? m->w.lnfw : next->ln1w, last ? m->w.lnfb : next->ln1b, BT, C);
     }
+}
+
+/* Before layer l's backward: recomputes what m->recompute dropped, with the forward's kernels on the
+ * forward's inputs, so the values are the forward's bit for bit. The last layer needs nothing: its
+ * forward ran last, so the shared buffers still hold its activations. */
+static void recompute_layer(gptc_model *m, int l, int B, int T) {
+    if (m->recompute == GPTC_RECOMPUTE_NONE || l == m->cfg.layers - 1) return;
+    if (m->recompute == GPTC_RECOMPUTE_BLOCK) {
+        ln1_forward(m, l, B * T);
+        block_forward(m, l, B, T);
+        return;
+    }
+    if (m->recompute >= GPTC_RECOMPUTE_ATTN) attention_forward(m, l, B, T);
+    gelu_forward(m, l, B * T);
 }
 
 /* The body's backward from d->dlnf (B,T,C), accumulating into the gradients. */
@@ -100,7 +148,8 @@ static void body_backward(gptc_model *m, int B, int T) {
     for (int l = L - 1; l >= 0; l--) {
         const gptc_layer *lw = &w->layer[l];
         gptc_layer *lg = &g->layer[l];
-        float *res = l == 0 ? a->encoded : a->residual3[l - 1];
+        float *res = block_input(m, l);
+        recompute_layer(m, l, B, T);
         /* only the buffers the kernels accumulate into need zeroing; the rest are overwritten */
         memset(d->dfch, 0, sizeof(float) * btc * 4);
         memset(d->dqkv, 0, sizeof(float) * btc * 3);
@@ -110,23 +159,23 @@ static void body_backward(gptc_model *m, int B, int T) {
             memset(d->dv, 0, sizeof(float) * btc);
         }
         /* residual3 = residual2 + fcproj: both receive dres_out unchanged */
-        linear_bwd(k, d->dfch_gelu, lg->fcprojw, lg->fcprojb, d->dres_out, a->fch_gelu[l], lw->fcprojw, BT, 4 * C, C);
+        linear_bwd(m, d->dfch_gelu, lg->fcprojw, lg->fcprojb, d->dres_out, a->fch_gelu[l], lw->fcprojw, BT, 4 * C, C);
         gptc_gelu_bwd_form(m->cfg.gelu, d->dfch, a->fch[l], d->dfch_gelu, (size_t)BT * 4 * C);
-        linear_bwd(k, d->dln2, lg->fcw, lg->fcb, d->dfch, a->ln2[l], lw->fcw, BT, C, 4 * C);
+        linear_bwd(m, d->dln2, lg->fcw, lg->fcb, d->dfch, a->ln2[l], lw->fcw, BT, C, 4 * C);
         /* dres2 = dres_out (through the skip) + ln_2's backward */
         ln_bwd_residual(m, d->dres2, lg->ln2w, lg->ln2b, d->dres_out, d->dln2, a->residual2[l], lw->ln2w,
                         a->ln2_mean[l], a->ln2_rstd[l], BT, C);
         /* residual2 = res + attproj: both receive dres2 unchanged */
-        linear_bwd(k, d->datty, lg->attprojw, lg->attprojb, d->dres2, a->atty[l], lw->attprojw, BT, C, C);
+        linear_bwd(m, d->datty, lg->attprojw, lg->attprojb, d->dres2, a->atty[l], lw->attprojw, BT, C, C);
         if (m->naive_attention) {
             k->attention_bwd(d->dqkv, d->dpreatt, d->datt, d->datty, a->qkv[l], a->att[l], B, T, C, NH);
         } else {
             gptc_rows_to_heads(d->dout_heads, d->datty, B, T, C, NH);
-            gptc_flash_bwd()(d->dq, d->dk, d->dv, d->dout_heads, a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, NH,
-                             T, C / NH, 0.0f, 0);
+            m->flash_bwd(d->dq, d->dk, d->dv, d->dout_heads, a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, NH, T,
+                         C / NH, 0.0f, 0);
             gptc_heads_to_qkv_grad(d->dqkv, d->dq, d->dk, d->dv, B, T, C, NH);
         }
-        linear_bwd(k, d->dln1, lg->qkvw, lg->qkvb, d->dqkv, a->ln1[l], lw->qkvw, BT, C, 3 * C);
+        linear_bwd(m, d->dln1, lg->qkvw, lg->qkvb, d->dqkv, a->ln1[l], lw->qkvw, BT, C, 3 * C);
         /* dres_in = dres2 (through the skip) + ln_1's backward */
         ln_bwd_residual(m, d->dres_in, lg->ln1w, lg->ln1b, d->dres2, d->dln1, res, lw->ln1w, a->ln1_mean[l],
                         a->ln1_rstd[l], BT, C);
@@ -145,14 +194,14 @@ static void classifier_chunk(gptc_model *m, int r0, int n, bool grad, float dlos
     int C = m->cfg.channels, V = m->cfg.vocab, Vp = m->Vp;
     const float *x = m->a.lnf + (size_t)r0 * C;
     float *logits = m->a.logits;
-    k->gemm(0, 1, n, V, C, x, C, m->w.wte, C, 0.0f, NULL, logits, Vp);
+    m->gemm(0, 1, n, V, C, x, C, m->w.wte, C, 0.0f, NULL, logits, Vp);
     if (!grad) {
         k->crossentropy_fwd(m->a.losses + r0, logits, logits, m->targets + r0, n, V, Vp);
         return;
     }
     k->crossentropy_fused(m->a.losses + r0, logits, m->targets + r0, dloss, n, V, Vp);
-    k->gemm(0, 0, n, C, V, logits, Vp, m->w.wte, C, 0.0f, NULL, m->d.dlnf + (size_t)r0 * C, C);
-    k->gemm(1, 0, V, C, n, logits, Vp, x, C, 1.0f, NULL, m->g.wte, C);
+    m->gemm(0, 0, n, C, V, logits, Vp, m->w.wte, C, 0.0f, NULL, m->d.dlnf + (size_t)r0 * C, C);
+    m->gemm(1, 0, V, C, n, logits, Vp, x, C, 1.0f, NULL, m->g.wte, C);
 }
 
 static void classifier_chunks(gptc_model *m, int BT, bool grad, float dloss) {
@@ -189,14 +238,14 @@ float gptc_model_forward(gptc_model *m, const int *inputs, const int *targets, i
     body_forward(m, inputs, B, T);
     if (!targets) {
         /* logits (BT, Vp) = lnf (BT,C) @ wte[:V]^T; the padding columns are not computed */
-        k->gemm(0, 1, BT, V, C, a->lnf, C, m->w.wte, C, 0.0f, NULL, a->logits, Vp);
+        m->gemm(0, 1, BT, V, C, a->lnf, C, m->w.wte, C, 0.0f, NULL, a->logits, Vp);
         m->loss = 0;
         return 0;
     }
     if (m->fuse) {
         classifier_chunks(m, BT, false, 0.0f);
     } else {
-        k->gemm(0, 1, BT, V, C, a->lnf, C, m->w.wte, C, 0.0f, NULL, a->logits, Vp);
+        m->gemm(0, 1, BT, V, C, a->lnf, C, m->w.wte, C, 0.0f, NULL, a->logits, Vp);
         k->crossentropy_fwd(a->losses, a->logits, a->logits, m->targets, BT, V, Vp); /* probabilities in place */
     }
     return finish_loss(m, B, T);
@@ -217,8 +266,8 @@ void gptc_model_backward(gptc_model *m, float dloss_scale) {
         memset(d->dlogits, 0, sizeof(float) * (size_t)BT * Vp);
         /* a->logits holds the probabilities after the loss */
         k->crossentropy_bwd(d->dlogits, a->logits, m->targets, dloss_scale / BT, BT, V, Vp);
-        k->gemm(0, 0, BT, C, V, d->dlogits, Vp, m->w.wte, C, 0.0f, NULL, d->dlnf, C);
-        k->gemm(1, 0, V, C, BT, d->dlogits, Vp, a->lnf, C, 1.0f, NULL, m->g.wte, C);
+        m->gemm(0, 0, BT, C, V, d->dlogits, Vp, m->w.wte, C, 0.0f, NULL, d->dlnf, C);
+        m->gemm(1, 0, V, C, BT, d->dlogits, Vp, a->lnf, C, 1.0f, NULL, m->g.wte, C);
     }
     body_backward(m, B, T);
 }

@@ -11,6 +11,7 @@
 #define GPTC_MODEL_GPT2_H
 
 #include "core/core.h"
+#include "kernels/attention.h"
 #include "kernels/gelu.h"
 #include "kernels/kernels.h"
 
@@ -47,7 +48,14 @@ typedef struct gptc_tensor_desc {
     bool decay;         /* AdamW weight decay applies (2-D weights) */
 } gptc_tensor_desc;
 
-/* Activations of one training step for (B,T); per-layer tensors are [L] arrays of views. */
+/* Activations of one training step for (B,T); per-layer tensors are [L] arrays of views. With
+ * m->recompute above none, the tensors that level drops are one shared buffer: every layer's view
+ * points at it, the forward overwrites it layer by layer and the backward recomputes it:
+ *   gelu:  fch_gelu;
+ *   attn:  also atty, preatt, att, q, k, v, o, lse (the backward reruns the attention from qkv);
+ *   block: also ln1 (+mean, rstd), qkv, attproj, residual2, ln2 (+mean, rstd), fch, fcproj: only
+ *          encoded and residual3[l] (each block's input / output), lnf, the logits and losses stay
+ *          per layer, and each block's forward runs again just before its backward. */
 typedef struct gptc_acts {
     float *encoded;                 /* (B,T,C) */
     float **ln1, **ln1_mean, **ln1_rstd; /* (B,T,C), (B,T), (B,T) */
@@ -95,6 +103,13 @@ typedef struct gptc_model {
     bool naive_attention;       /* materialise (B,NH,T,T) scores (the reference) instead of flash */
     bool fuse;                  /* fused residual+LayerNorm and chunked classifier (see forward.c);
                                  * false: separate kernels and the whole logits kept */
+    gptc_precision precision;   /* --dtype of the training step's matrix products */
+    gptc_recompute recompute;   /* --recompute: activations dropped after the forward (see gptc_acts) */
+    /* The kernels the training step (forward.c) calls instead of naming them, bound in one place,
+     * gptc_model_bind_kernels, from k and precision. Decoding (decode.c) stays fp32 on k. */
+    gptc_gemm_fn gemm;          /* k->gemm (fp32) or k->gemm_bf16 (bf16): every matrix product */
+    gptc_flash_fwd_fn flash_fwd;
+    gptc_flash_bwd_fn flash_bwd;
     int B, T;
     float *act_arena, *dact_arena;
     size_t act_floats, dact_floats;
@@ -106,6 +121,8 @@ typedef struct gptc_model {
 } gptc_model;
 
 
+/* Floats of the parameter arena (m->num_floats) for cfg, planned without allocating. */
+size_t gptc_model_arena_floats(const gptc_model_config *cfg);
 /* Plans and allocates the parameter arena (zeroed). */
 gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg);
 void gptc_model_free(gptc_model *m);
@@ -113,12 +130,26 @@ void gptc_model_free(gptc_model *m);
  * N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1; deterministic in seed. */
 void gptc_model_init_weights(gptc_model *m, uint64_t seed);
 /* Allocates gradients and the activations for micro-batches of (B,T), for the attention chosen by
- * m->naive_attention (false = fused flash attention, O(T) memory per row) and the classifier chosen
- * by m->fuse (set both before). */
+ * m->naive_attention (false = fused flash attention, O(T) memory per row), the classifier chosen
+ * by m->fuse, the recompute level m->recompute and the precision m->precision (set all before);
+ * binds the kernels (gptc_model_bind_kernels). */
 gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T);
-/* Bytes the training arenas would take (parameters, gradients, activations), for refusing a run
- * that cannot fit before allocating. */
-size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T, bool naive_attention, bool fuse);
+/* Points m->gemm, m->flash_fwd and m->flash_bwd at the kernels for m->k and m->precision (done by
+ * gptc_model_init and gptc_model_alloc_train; call again after changing m->k or m->precision). */
+void gptc_model_bind_kernels(gptc_model *m);
+/* Bytes of the activation arena and of the activation-gradient arena gptc_model_alloc_train plans
+ * for (B,T) with these settings (the model's inputs/targets copies not included). */
+void gptc_model_act_bytes(const gptc_model_config *cfg, int B, int T, bool naive_attention, bool fuse,
+                          gptc_recompute recompute, size_t *acts, size_t *dacts);
+
+/* Bytes, as gptc_alloc counts them (gptc_alloc_stats), that gptc_model_init (params: the arena and its
+ * tables) and gptc_model_alloc_train (grads; acts: both activation arenas, their views and the
+ * inputs/targets copies) allocate for these settings. */
+typedef struct gptc_model_bytes {
+    size_t params, grads, acts;
+} gptc_model_bytes;
+void gptc_model_alloc_bytes(const gptc_model_config *cfg, int B, int T, bool naive_attention, bool fuse,
+                            gptc_recompute recompute, gptc_model_bytes *out);
 
 /* Forward over inputs (B,T); with targets (B,T) returns the mean loss, else returns 0 and leaves
  * the logits in m->a.logits (B,T,Vp), which only an unfused model (m->fuse false) keeps. B,T must

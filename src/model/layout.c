@@ -1,5 +1,5 @@
 /* layout.c — plans the parameter arena and the activation arenas, points the views into them,
- * and applies GPT-2's initialisation. */
+ * binds the training step's kernels, and applies GPT-2's initialisation. */
 #include "model/gpt2.h"
 
 #include <math.h>
@@ -19,8 +19,11 @@ static void layer_shape(int i, int64_t C, int64_t *r, int64_t *c) {
     *c = cols_mul[i] * C;
 }
 
+/* Plans one tensor of rows x cols (reserve_rows rows of room); records its descriptor when m is set. */
 static void add_tensor(gptc_model *m, gptc_plan *plan, const char *name, int64_t rows, int64_t cols,
                        size_t reserve_rows) {
+    size_t offset = gptc_plan_take(plan, reserve_rows * (cols ? cols : 1));
+    if (!m) return;
     gptc_tensor_desc *t = &m->tensors[m->ntensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = cols ? 2 : 1;
@@ -28,7 +31,30 @@ static void add_tensor(gptc_model *m, gptc_plan *plan, const char *name, int64_t
     t->shape[1] = cols;
     t->numel = (size_t)rows * (cols ? cols : 1);
     t->decay = cols != 0;
-    t->offset = gptc_plan_take(plan, reserve_rows * (cols ? cols : 1));
+    t->offset = offset;
+}
+
+/* Plans the parameter arena: wte, wpe, each layer's tensors, ln_f (descriptors into m when set). */
+static void plan_params(gptc_model *m, const gptc_model_config *cfg, gptc_plan *plan) {
+    int64_t C = cfg->channels;
+    add_tensor(m, plan, "wte.weight", cfg->vocab, C, gptc_padded_vocab(cfg->vocab));
+    add_tensor(m, plan, "wpe.weight", cfg->context, C, cfg->context);
+    for (int l = 0; l < cfg->layers; l++)
+        for (int j = 0; j < GPTC_LAYER_TENSORS; j++) {
+            char name[48];
+            int64_t r, c;
+            layer_shape(j, C, &r, &c);
+            snprintf(name, sizeof name, "h.%d.%s", l, g_layer_names[j]);
+            add_tensor(m, plan, name, r, c, r);
+        }
+    add_tensor(m, plan, "ln_f.weight", C, 0, C);
+    add_tensor(m, plan, "ln_f.bias", C, 0, C);
+}
+
+size_t gptc_model_arena_floats(const gptc_model_config *cfg) {
+    gptc_plan plan = {0};
+    plan_params(NULL, cfg, &plan);
+    return plan.used;
 }
 
 static void point_views(gptc_model *m, float *base, gptc_weights *w) {
@@ -50,25 +76,14 @@ gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg) {
     m->cfg = *cfg;
     m->Vp = gptc_padded_vocab(cfg->vocab);
     m->k = gptc_kernels_get();
+    gptc_model_bind_kernels(m);
     int L = cfg->layers;
-    int64_t C = cfg->channels;
     m->tensors = gptc_alloc(sizeof(gptc_tensor_desc) * (size_t)(L * GPTC_LAYER_TENSORS + 4), "tensor table");
     m->w.layer = gptc_alloc(sizeof(gptc_layer) * L, "layer views");
     m->g.layer = gptc_alloc(sizeof(gptc_layer) * L, "layer views");
     if (!m->tensors || !m->w.layer || !m->g.layer) goto fail;
     gptc_plan plan = {0};
-    add_tensor(m, &plan, "wte.weight", cfg->vocab, C, m->Vp);
-    add_tensor(m, &plan, "wpe.weight", cfg->context, C, cfg->context);
-    for (int l = 0; l < L; l++)
-        for (int j = 0; j < GPTC_LAYER_TENSORS; j++) {
-            char name[48];
-            int64_t r, c;
-            layer_shape(j, C, &r, &c);
-            snprintf(name, sizeof name, "h.%d.%s", l, g_layer_names[j]);
-            add_tensor(m, &plan, name, r, c, r);
-        }
-    add_tensor(m, &plan, "ln_f.weight", C, 0, C);
-    add_tensor(m, &plan, "ln_f.bias", C, 0, C);
+    plan_params(m, cfg, &plan);
     m->num_floats = plan.used;
     m->params = gptc_alloc(m->num_floats * sizeof(float), "parameters");
     if (!m->params) goto fail;
@@ -123,42 +138,57 @@ static void take(gptc_plan *p, float *base, float **dst, size_t n) {
     if (base) *dst = base + off;
 }
 
+/* Takes layer l's region of a per-layer tensor of n floats into views[l] (views NULL: planning only):
+ * its own region, or, when shared, the one region layer 0 took, which every layer's view points at. */
+static void take_layer(gptc_plan *p, float *base, float **views, int l, size_t n, bool shared) {
+    float *sink;
+    if (shared && l > 0) {
+        if (base) views[l] = views[0];
+        return;
+    }
+    take(p, base, views ? &views[l] : &sink, n);
+}
+
 /* Plans the activation and activation-gradient arenas (sizes in *acts_out, *dacts_out); with m
- * non-NULL also points m's views into abase and dbase. */
+ * non-NULL also points m's views into abase and dbase. rc: the tensors gpt2.h's gptc_acts lists
+ * for each level are one shared buffer instead of one per layer. */
 static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T, bool naive, bool fuse,
-                      float *abase, float *dbase, size_t *acts_out, size_t *dacts_out) {
+                      gptc_recompute rc, float *abase, float *dbase, size_t *acts_out, size_t *dacts_out) {
     int L = cfg->layers;
     size_t C = cfg->channels, NH = cfg->heads, BT = (size_t)B * T, Vp = gptc_padded_vocab(cfg->vocab);
     size_t TT = naive ? (size_t)B * NH * T * T : 0, BTC = naive ? 0 : BT * C, BHT = naive ? 0 : (size_t)B * NH * T;
+    bool gelu = rc >= GPTC_RECOMPUTE_GELU, attn = rc >= GPTC_RECOMPUTE_ATTN, block = rc >= GPTC_RECOMPUTE_BLOCK;
     float *sink;
     gptc_acts *a = m ? &m->a : NULL;
     gptc_dacts *d = m ? &m->d : NULL;
     gptc_plan p = {0};
 #define A(field) (a ? &a->field : &sink)
+#define LAYER(field, n, shared) take_layer(&p, abase, a ? a->field : NULL, l, n, shared)
     take(&p, abase, A(encoded), BT * C);
     for (int l = 0; l < L; l++) {
-        take(&p, abase, A(ln1[l]), BT * C);
-        take(&p, abase, A(ln1_mean[l]), BT);
-        take(&p, abase, A(ln1_rstd[l]), BT);
-        take(&p, abase, A(qkv[l]), BT * 3 * C);
-        take(&p, abase, A(atty[l]), BT * C);
-        take(&p, abase, A(preatt[l]), TT);
-        take(&p, abase, A(att[l]), TT);
-        take(&p, abase, A(q[l]), BTC);
-        take(&p, abase, A(k[l]), BTC);
-        take(&p, abase, A(v[l]), BTC);
-        take(&p, abase, A(o[l]), BTC);
-        take(&p, abase, A(lse[l]), BHT);
-        take(&p, abase, A(attproj[l]), BT * C);
-        take(&p, abase, A(residual2[l]), BT * C);
-        take(&p, abase, A(ln2[l]), BT * C);
-        take(&p, abase, A(ln2_mean[l]), BT);
-        take(&p, abase, A(ln2_rstd[l]), BT);
-        take(&p, abase, A(fch[l]), BT * 4 * C);
-        take(&p, abase, A(fch_gelu[l]), BT * 4 * C);
-        take(&p, abase, A(fcproj[l]), BT * C);
-        take(&p, abase, A(residual3[l]), BT * C);
+        LAYER(ln1, BT * C, block);
+        LAYER(ln1_mean, BT, block);
+        LAYER(ln1_rstd, BT, block);
+        LAYER(qkv, BT * 3 * C, block);
+        LAYER(atty, BT * C, attn);
+        LAYER(preatt, TT, attn);
+        LAYER(att, TT, attn);
+        LAYER(q, BTC, attn);
+        LAYER(k, BTC, attn);
+        LAYER(v, BTC, attn);
+        LAYER(o, BTC, attn);
+        LAYER(lse, BHT, attn);
+        LAYER(attproj, BT * C, block);
+        LAYER(residual2, BT * C, block);
+        LAYER(ln2, BT * C, block);
+        LAYER(ln2_mean, BT, block);
+        LAYER(ln2_rstd, BT, block);
+        LAYER(fch, BT * 4 * C, block);
+        LAYER(fch_gelu, BT * 4 * C, gelu);
+        LAYER(fcproj, BT * C, block);
+        LAYER(residual3, BT * C, false);
     }
+#undef LAYER
     take(&p, abase, A(lnf), BT * C);
     take(&p, abase, A(lnf_mean), BT);
     take(&p, abase, A(lnf_rstd), BT);
@@ -190,36 +220,56 @@ static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T,
     *dacts_out = q.used;
 }
 
-size_t gptc_model_train_bytes(const gptc_model_config *cfg, int B, int T, bool naive, bool fuse) {
-    size_t acts, dacts;
-    plan_acts(NULL, cfg, B, T, naive, fuse, NULL, NULL, &acts, &dacts);
-    size_t params = gptc_model_num_params(cfg) + (size_t)(gptc_padded_vocab(cfg->vocab) - cfg->vocab) * cfg->channels;
-    return (2 * params + acts + dacts) * sizeof(float);
+void gptc_model_act_bytes(const gptc_model_config *cfg, int B, int T, bool naive, bool fuse, gptc_recompute rc,
+                          size_t *acts, size_t *dacts) {
+    plan_acts(NULL, cfg, B, T, naive, fuse, rc, NULL, NULL, acts, dacts);
+    *acts *= sizeof(float);
+    *dacts *= sizeof(float);
+}
+
+void gptc_model_bind_kernels(gptc_model *m) {
+    m->gemm = m->precision == GPTC_PRECISION_BF16 ? m->k->gemm_bf16 : m->k->gemm;
+    m->flash_fwd = gptc_flash_fwd();
+    m->flash_bwd = gptc_flash_bwd();
+}
+
+/* the [L] pointer arrays of gptc_acts, in one block: 21 per-layer fields */
+enum { ACT_FIELDS = 21 };
+
+void gptc_model_alloc_bytes(const gptc_model_config *cfg, int B, int T, bool naive, bool fuse, gptc_recompute rc,
+                            gptc_model_bytes *out) {
+    size_t L = cfg->layers, arena = gptc_model_arena_floats(cfg) * sizeof(float), acts, dacts;
+    gptc_model_act_bytes(cfg, B, T, naive, fuse, rc, &acts, &dacts);
+    out->params = gptc_alloc_block_bytes(sizeof(gptc_tensor_desc) * (L * GPTC_LAYER_TENSORS + 4)) +
+                  2 * gptc_alloc_block_bytes(sizeof(gptc_layer) * L) + gptc_alloc_block_bytes(arena);
+    out->grads = gptc_alloc_block_bytes(arena);
+    out->acts = gptc_alloc_block_bytes(sizeof(float *) * ACT_FIELDS * L) + gptc_alloc_block_bytes(acts) +
+                gptc_alloc_block_bytes(dacts) + 2 * gptc_alloc_block_bytes(sizeof(int) * (size_t)B * T);
 }
 
 gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     GPTC_ASSERT(!m->grads && !m->act_arena);
+    gptc_model_bind_kernels(m);
     if (T > m->cfg.context)
         return gptc_fail(GPTC_ERR_ARG, "--seq %d: longer than the model's context %d", T, m->cfg.context);
     int L = m->cfg.layers;
-    /* the [L] pointer arrays of gptc_acts, in one block: 16 per-layer fields */
-    enum { NFIELDS = 21 };
-    float **ptrs = gptc_alloc(sizeof(float *) * NFIELDS * L, "activation views");
+    float **ptrs = gptc_alloc(sizeof(float *) * ACT_FIELDS * L, "activation views");
     if (!ptrs) return GPTC_ERR_NOMEM;
-    float ***fields[NFIELDS] = {&m->a.ln1, &m->a.ln1_mean, &m->a.ln1_rstd, &m->a.qkv, &m->a.atty, &m->a.preatt,
+    float ***fields[ACT_FIELDS] = {&m->a.ln1, &m->a.ln1_mean, &m->a.ln1_rstd, &m->a.qkv, &m->a.atty, &m->a.preatt,
                                 &m->a.att, &m->a.attproj, &m->a.residual2, &m->a.ln2, &m->a.ln2_mean,
                                 &m->a.ln2_rstd, &m->a.fch, &m->a.fch_gelu, &m->a.fcproj, &m->a.residual3,
                                 &m->a.q, &m->a.k, &m->a.v, &m->a.o, &m->a.lse};
-    for (int i = 0; i < NFIELDS; i++) *fields[i] = ptrs + (size_t)i * L;
+    for (int i = 0; i < ACT_FIELDS; i++) *fields[i] = ptrs + (size_t)i * L;
     bool naive = m->naive_attention;
-    plan_acts(NULL, &m->cfg, B, T, naive, m->fuse, NULL, NULL, &m->act_floats, &m->dact_floats);
+    plan_acts(NULL, &m->cfg, B, T, naive, m->fuse, m->recompute, NULL, NULL, &m->act_floats, &m->dact_floats);
     m->grads = gptc_alloc(m->num_floats * sizeof(float), "gradients");
     m->act_arena = m->grads ? gptc_alloc(m->act_floats * sizeof(float), "activations") : NULL;
     m->dact_arena = m->act_arena ? gptc_alloc(m->dact_floats * sizeof(float), "activation gradients") : NULL;
     m->inputs = m->dact_arena ? gptc_alloc(sizeof(int) * B * T, "inputs") : NULL;
     m->targets = m->inputs ? gptc_alloc(sizeof(int) * B * T, "targets") : NULL;
     if (!m->targets) return GPTC_ERR_NOMEM; /* gptc_model_free releases what was allocated */
-    plan_acts(m, &m->cfg, B, T, naive, m->fuse, m->act_arena, m->dact_arena, &m->act_floats, &m->dact_floats);
+    plan_acts(m, &m->cfg, B, T, naive, m->fuse, m->recompute, m->act_arena, m->dact_arena, &m->act_floats,
+              &m->dact_floats);
     point_views(m, m->grads, &m->g);
     m->B = B;
     m->T = T;

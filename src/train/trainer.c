@@ -3,6 +3,7 @@
  * AdamW, evaluation and checkpoints. Reports through the step callback; prints nothing. */
 #include "gptc.h"
 #include "data/data.h"
+#include "model/plan.h"
 #include "io/io.h"
 #include "optim/optim.h"
 #include "train/checkpoint.h"
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sysinfo.h>
 
 void gptc_train_options_default(gptc_train_options *o) {
     memset(o, 0, sizeof *o);
@@ -257,14 +257,26 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
                              "--gelu %s or another --ckpt folder",
                              resume, gptc_gelu_name(saved.gelu), gptc_gelu_name(o.model.gelu), gptc_gelu_name(saved.gelu));
     }
-    size_t need = gptc_model_train_bytes(&o.model, o.batch, o.seq, o.naive_attention, !o.no_fusion) +
-                  2 * gptc_model_num_params(&o.model) * sizeof(float);
-    struct sysinfo si;
-    if (sysinfo(&si) == 0 && need > (size_t)si.totalram * si.mem_unit)
+    /* the run's whole footprint, planned from the settings, against what this machine allows */
+    gptc_mem_request req;
+    gptc_mem_request_default(&req);
+    req.model = o.model;
+    req.batch = o.batch;
+    req.seq = o.seq;
+    req.dtype = o.dtype;
+    req.recompute = o.recompute;
+    req.naive_attention = o.naive_attention;
+    req.no_fusion = o.no_fusion;
+    req.threads = o.threads;
+    gptc_mem_plan plan;
+    if ((st = gptc_mem_plan_make(&req, &plan))) return st;
+    size_t have = gptc_machine_memory();
+    if (have && plan.total > have)
         return gptc_fail(GPTC_ERR_ARG,
-                         "--batch %d --seq %d: this run needs %.1f GiB but the machine has %.1f GiB; use a smaller "
-                         "model, --batch or --seq",
-                         o.batch, o.seq, need / 1073741824.0, (double)si.totalram * si.mem_unit / 1073741824.0);
+                         "--batch %d --seq %d --dtype %s --recompute %s: this run needs %.1f GiB but the machine has "
+                         "%.1f GiB; use a smaller model, --batch or --seq, or more --recompute (see gptc plan)",
+                         o.batch, o.seq, gptc_precision_name(o.dtype), gptc_recompute_name(o.recompute),
+                         plan.total / 1073741824.0, have / 1073741824.0);
     gptc_set_threads(o.threads);
 
     /* 2. data */
@@ -284,6 +296,8 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     if ((st = gptc_model_init(&t.model, &o.model))) goto fail;
     t.model.naive_attention = o.naive_attention;
     t.model.fuse = !o.no_fusion;
+    t.model.precision = o.dtype;
+    t.model.recompute = o.recompute;
     if ((st = gptc_model_alloc_train(&t.model, o.batch, o.seq))) goto fail;
     t.mom = gptc_alloc(t.model.num_floats * sizeof(float), "AdamW first moments");
     t.vel = t.mom ? gptc_alloc(t.model.num_floats * sizeof(float), "AdamW second moments") : NULL;

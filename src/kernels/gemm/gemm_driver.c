@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "kernels/kernels.h"
 
 #define GEMM_MIN(a, b) ((a) < (b) ? (a) : (b))
 
@@ -105,6 +106,41 @@ static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, int transA, 
     }
 }
 
+/* How a call splits C over threads: nt threads in a tm x tn grid of mpan x npan micro-panels. */
+typedef struct gemm_split {
+    int nt, tm, tn, mpan, npan;
+} gemm_split;
+
+static gemm_split split_for(const gptc_gemm_isa *g, int M, int N, int K, int max_threads) {
+    gemm_split s = {.mpan = (M + g->mr - 1) / g->mr, .npan = (N + g->nr - 1) / g->nr, .tm = 1, .tn = 1};
+    const double flops = 2.0 * M * N * K;
+    s.nt = flops < 4e6 ? 1 : max_threads;
+    if (s.nt > s.mpan * s.npan) s.nt = s.mpan * s.npan;
+    choose_grid(s.nt, s.mpan, s.npan, g->mr, g->nr, g->nc, &s.tm, &s.tn);
+    return s;
+}
+
+/* Thread t's block of C: rows [*r0, *r1), columns [*c0, *c1) (whole micro-panels, spread evenly) */
+static void thread_block(const gptc_gemm_isa *g, const gemm_split *s, int t, int M, int N, int *r0, int *r1, int *c0,
+                         int *c1) {
+    const int ti = t / s->tn, tj = t % s->tn, MR = g->mr, NR = g->nr;
+    *r0 = (int)((long)ti * s->mpan / s->tm) * MR, *r1 = GEMM_MIN((int)((long)(ti + 1) * s->mpan / s->tm) * MR, M);
+    *c0 = (int)((long)tj * s->npan / s->tn) * NR, *c1 = GEMM_MIN((int)((long)(tj + 1) * s->npan / s->tn) * NR, N);
+}
+
+/* floats (rounded up) taking the packed rows of one block: all of its depth, esize bytes each */
+static size_t pack_floats(const gptc_gemm_isa *g, int K, size_t rows) {
+    size_t kbytes = round_up((size_t)GEMM_MIN(g->kc, K), (size_t)g->kstep) * (size_t)g->esize;
+    return (kbytes * rows + sizeof(float) - 1) / sizeof(float);
+}
+/* floats of the A block and the B panel a thread packs for its block */
+static size_t apack_floats(const gptc_gemm_isa *g, int K, int r0, int r1) {
+    return pack_floats(g, K, round_up((size_t)GEMM_MIN(g->mc, r1 - r0), g->mr));
+}
+static size_t bpack_floats(const gptc_gemm_isa *g, int K, int c0, int c1) {
+    return pack_floats(g, K, round_up((size_t)GEMM_MIN(g->nc, c1 - c0), g->nr));
+}
+
 void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const float *A,
                        int lda, const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
@@ -116,29 +152,41 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
             }
         return;
     }
-    const int MR = g->mr, NR = g->nr;
     gptc_gemm_pack pack = g->pack ? g->pack : gptc_gemm_pack_portable;
-    const int mpan = (M + MR - 1) / MR, npan = (N + NR - 1) / NR;
-    const double flops = 2.0 * M * N * K;
-    int nt = flops < 4e6 ? 1 : omp_get_max_threads();
-    if (nt > mpan * npan) nt = mpan * npan;
-    int tm = 1, tn = 1;
-    choose_grid(nt, mpan, npan, MR, NR, g->nc, &tm, &tn);
-    /* bytes of one packed row (all of a block's depth), rounded to whole floats for the workspace */
-    const size_t kbytes = round_up((size_t)GEMM_MIN(g->kc, K), (size_t)g->kstep) * (size_t)g->esize;
+    const gemm_split s = split_for(g, M, N, K, omp_get_max_threads());
 
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(s.nt)
     {
-        const int t = omp_get_thread_num(), ti = t / tn, tj = t % tn;
-        /* whole micro-panels per thread, spread evenly */
-        const int r0 = (int)((long)ti * mpan / tm) * MR, r1 = GEMM_MIN((int)((long)(ti + 1) * mpan / tm) * MR, M);
-        const int c0 = (int)((long)tj * npan / tn) * NR, c1 = GEMM_MIN((int)((long)(tj + 1) * npan / tn) * NR, N);
+        int r0, r1, c0, c1;
+        thread_block(g, &s, omp_get_thread_num(), M, N, &r0, &r1, &c0, &c1);
         if (r0 < r1 && c0 < c1) {
-            size_t abytes = kbytes * round_up((size_t)GEMM_MIN(g->mc, r1 - r0), MR);
-            size_t bbytes = kbytes * round_up((size_t)GEMM_MIN(g->nc, c1 - c0), NR);
-            char *apack = (char *)gptc_workspace_get(&tl_apack, (abytes + sizeof(float) - 1) / sizeof(float));
-            char *bpack = (char *)gptc_workspace_get(&tl_bpack, (bbytes + sizeof(float) - 1) / sizeof(float));
+            char *apack = (char *)gptc_workspace_get(&tl_apack, apack_floats(g, K, r0, r1));
+            char *bpack = (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, c0, c1));
             gemm_block(g, pack, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack);
+        }
+    }
+}
+
+void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int threads, size_t *apack,
+                       size_t *bpack, size_t *transient) {
+    for (int t = 0; t < threads; t++) apack[t] = bpack[t] = 0;
+    *transient = 0;
+    if (M <= 0 || N <= 0) return;
+    /* the reference bf16 product rounds copies of both operands, then runs the reference fp32 one */
+    if (bf16 && k->gemm_bf16 == gptc_kernels_ref()->gemm_bf16) {
+        *transient = gptc_alloc_block_bytes(sizeof(float) * (size_t)M * K) +
+                     gptc_alloc_block_bytes(sizeof(float) * (size_t)K * N);
+        return;
+    }
+    const gptc_gemm_isa *g = bf16 ? k->gemm_bf16_isa : k->gemm_isa;
+    if (!g || K <= 0) return;
+    const gemm_split s = split_for(g, M, N, K, threads);
+    for (int t = 0; t < s.nt; t++) {
+        int r0, r1, c0, c1;
+        thread_block(g, &s, t, M, N, &r0, &r1, &c0, &c1);
+        if (r0 < r1 && c0 < c1) {
+            apack[t] = gptc_alloc_block_bytes(sizeof(float) * apack_floats(g, K, r0, r1));
+            bpack[t] = gptc_alloc_block_bytes(sizeof(float) * bpack_floats(g, K, c0, c1));
         }
     }
 }

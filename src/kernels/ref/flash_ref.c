@@ -15,6 +15,12 @@ enum { BR = 64, BC = 16 }; /* query rows per forward task, keys per tile */
 static _Thread_local gptc_workspace tl_rows, tl_tiles;
 static _Thread_local gptc_workspace tl_acc;
 
+size_t gptc_flash_scratch_ref(int T, int HS) {
+    /* tl_acc: the forward's (BR,HS) accumulator; tl_rows: the backward's D (T); tl_tiles: its dk, dv tiles */
+    return gptc_alloc_block_bytes(sizeof(float) * (size_t)BR * HS) + gptc_alloc_block_bytes(sizeof(float) * (size_t)T) +
+           gptc_alloc_block_bytes(sizeof(float) * 2 * (size_t)BC * HS);
+}
+
 static float dotf(const float *a, const float *b, int n) {
     float s = 0;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
@@ -148,6 +154,10 @@ gptc_flash_fwd_fn gptc_flash_fwd(void) {
 gptc_flash_bwd_fn gptc_flash_bwd(void) {
     static const gptc_flash_bwd_fn fns[] = {gptc_flash_bwd_ref, gptc_flash_bwd_avx2, gptc_flash_bwd_avx512};
     return fns[flash_level()];
+}
+size_t gptc_flash_scratch(int T, int HS) {
+    static size_t (*const fns[])(int, int) = {gptc_flash_scratch_ref, gptc_flash_scratch_avx2, gptc_flash_scratch_avx512};
+    return fns[flash_level()](T, HS);
 }
 const char *gptc_flash_variant(void) {
     static const char *const names[] = {"ref", "avx2", "avx512"};

@@ -17,6 +17,14 @@ enum { BR = 64, BC = 8 }; /* query rows per forward task, keys per tile (one ymm
 /* per-thread scratch, grown on the first call and reused: nothing is allocated in a training step */
 static _Thread_local gptc_workspace tl_rows, tl_tiles;
 
+size_t gptc_flash_scratch_avx2(int T, int HS) {
+    /* tl_rows: the backward's D (T); tl_tiles: the forward's key tile and accumulator, or the backward's
+     * four (HS,BC) tiles, whichever is larger */
+    size_t fwd = (size_t)HS * BC + (size_t)BR * HS, bwd = 4 * (size_t)HS * BC;
+    return gptc_alloc_block_bytes(sizeof(float) * (size_t)T) +
+           gptc_alloc_block_bytes(sizeof(float) * (fwd > bwd ? fwd : bwd));
+}
+
 /* lanes < n set (n in 0..8) */
 static inline __m256i lanes_below(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

@@ -79,5 +79,7 @@ static void gemm_bf16_avx2(int transA, int transB, int M, int N, int K, const fl
 
 void gptc_avx2_overlay_gemm(gptc_kernels *k) {
     k->gemm = gemm_avx2;
+    k->gemm_isa = &k_isa;
     k->gemm_bf16 = gemm_bf16_avx2;
+    k->gemm_bf16_isa = &k_isa_bf16;
 }

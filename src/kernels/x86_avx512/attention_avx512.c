@@ -18,6 +18,14 @@ enum { BR = 64, BC = 16 }; /* query rows per forward task, keys per tile (one zm
 /* per-thread scratch, grown on the first call and reused: nothing is allocated in a training step */
 static _Thread_local gptc_workspace tl_rows, tl_tiles;
 
+size_t gptc_flash_scratch_avx512(int T, int HS) {
+    /* tl_rows: the backward's D (T); tl_tiles: the forward's key tile and accumulator, or the backward's
+     * four (HS,BC) tiles, whichever is larger */
+    size_t fwd = (size_t)HS * BC + (size_t)BR * HS, bwd = 4 * (size_t)HS * BC;
+    return gptc_alloc_block_bytes(sizeof(float) * (size_t)T) +
+           gptc_alloc_block_bytes(sizeof(float) * (fwd > bwd ? fwd : bwd));
+}
+
 /* exp(x), Cephes expf's range reduction and polynomial (about 1 ulp); 2^n applied by scalef so
  * that large negative inputs underflow cleanly to 0. */
 static inline __m512 exp16(__m512 x) {

@@ -244,7 +244,10 @@ void gptc_avx512_gemm_bf16_emulated(int transA, int transB, int M, int N, int K,
 
 void gptc_avx512_overlay_gemm(gptc_kernels *k) {
     k->gemm = gemm_avx512;
-    k->gemm_bf16 = gptc_cpu()->avx512bf16 ? gemm_bf16_avx512 : gptc_avx512_gemm_bf16_emulated;
+    k->gemm_isa = &k_isa;
+    bool native = gptc_cpu()->avx512bf16;
+    k->gemm_bf16 = native ? gemm_bf16_avx512 : gptc_avx512_gemm_bf16_emulated;
+    k->gemm_bf16_isa = native ? &k_isa_bf16 : &k_isa_bf16_emulated;
 }
 
 void gptc_avx512_gemm_pack(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {

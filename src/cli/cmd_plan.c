@@ -1,0 +1,97 @@
+/* cmd_plan.c — `gptc plan`: the memory a training run would take per rank (model/plan.h), as a
+ * table, and whether it fits this machine (or --memory). Allocates nothing big. */
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "core/core.h"
+#include "model/plan.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct plan_cli {
+    const char *model;
+    int batch, seq;
+    const char *dtype, *recompute;
+    int ranks, zero, threads;
+    int naive_attention, no_fusion;
+    float memory_gib;
+} plan_cli;
+
+#define F(field) offsetof(plan_cli, field)
+static const gptc_option g_plan_opts[] = {
+    {"model", OPT_STRING, F(model), "NAME", "model preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny, small-cpu, medium-cpu", 0, 0},
+    {"batch", OPT_INT, F(batch), "B", "sequences per micro-step", 1, 1 << 20},
+    {"seq", OPT_INT, F(seq), "T", "tokens per sequence (0: the model's context)", 0, 1 << 20},
+    {"dtype", OPT_STRING, F(dtype), "D", "fp32 or bf16", 0, 0},
+    {"recompute", OPT_STRING, F(recompute), "LEVEL", "none, gelu, attn or block (as gptc train --recompute)", 0, 0},
+    {"ranks", OPT_INT, F(ranks), "N", "data-parallel ranks", 1, 1 << 20},
+    {"zero", OPT_INT, F(zero), "0|1", "1: ZeRO-1, the AdamW moments split over the ranks", 0, 1},
+    {"threads", OPT_INT, F(threads), "N", "OpenMP threads per rank (0: all cores)", 0, 4096},
+    {"naive-attention", OPT_FLAG, F(naive_attention), "", "plan for the attention that stores the T x T scores", 0, 0},
+    {"no-fusion", OPT_FLAG, F(no_fusion), "", "plan for the unfused path (whole (B,T,V) logits)", 0, 0},
+    {"memory", OPT_FLOAT, F(memory_gib), "GIB", "memory to fit in, GiB per rank (0: this machine's)", 0, 1e9},
+};
+#undef F
+
+static const gptc_command_spec g_plan_cmd = {
+    "plan", "gptc plan --model NAME --batch B --seq T [options]",
+    "Prints the memory per rank a training run would take and whether it fits.",
+    g_plan_opts, sizeof g_plan_opts / sizeof g_plan_opts[0], NULL,
+};
+
+/* bytes as "123.4 MiB" or "12.34 GiB" */
+static const char *human(char *buf, size_t cap, size_t bytes) {
+    if (bytes < ((size_t)1 << 30)) snprintf(buf, cap, "%.1f MiB", bytes / 1048576.0);
+    else snprintf(buf, cap, "%.2f GiB", bytes / 1073741824.0);
+    return buf;
+}
+
+int gptc_cmd_plan(int argc, char **argv) {
+    plan_cli c = {.model = "gpt2", .batch = 1, .dtype = "fp32", .recompute = "none", .ranks = 1}, d = c;
+    bool help;
+    int npos;
+    if (gptc_options_parse(&g_plan_cmd, &c, argc, argv, NULL, NULL, &npos, &help)) {
+        gptc_cli_error();
+        return 2;
+    }
+    if (help) {
+        gptc_options_help(stdout, &g_plan_cmd, &d);
+        return 0;
+    }
+    gptc_mem_request r;
+    gptc_mem_request_default(&r);
+    if (gptc_model_preset(c.model, &r.model) || gptc_precision_from_name(c.dtype, &r.dtype) ||
+        gptc_recompute_from_name(c.recompute, &r.recompute)) {
+        gptc_cli_error();
+        return 2;
+    }
+    r.batch = c.batch;
+    r.seq = c.seq ? c.seq : r.model.context;
+    r.ranks = c.ranks;
+    r.zero = c.zero;
+    r.threads = c.threads;
+    r.naive_attention = c.naive_attention;
+    r.no_fusion = c.no_fusion;
+    gptc_mem_plan p;
+    if (gptc_mem_plan_make(&r, &p)) {
+        gptc_cli_error();
+        return 2;
+    }
+    printf("plan: %s (%.1fM parameters), batch %d x %d, dtype %s, recompute %s, %s attention, %s, %d threads, "
+           "%d rank%s, zero %d\n",
+           c.model, gptc_model_num_params(&r.model) / 1e6, r.batch, r.seq, c.dtype, c.recompute,
+           r.naive_attention ? "naive" : "flash", r.no_fusion ? "unfused" : "fused", p.threads, r.ranks,
+           r.ranks == 1 ? "" : "s", r.zero);
+    const char *rows[] = {"parameters", "gradients", "optimizer state", "activations", "workspace", "total per rank"};
+    size_t vals[] = {p.params, p.grads, p.optim, p.acts, p.workspace, p.total};
+    char buf[32];
+    for (int i = 0; i < 6; i++) printf("  %-16s %12s\n", rows[i], human(buf, sizeof buf, vals[i]));
+    size_t have = c.memory_gib > 0 ? (size_t)(c.memory_gib * 1073741824.0) : gptc_machine_memory();
+    if (have)
+        printf("fits: %s (%s %s)\n", p.total <= have ? "yes" : "no", c.memory_gib > 0 ? "--memory" : "this machine has",
+               human(buf, sizeof buf, have));
+    else
+        printf("fits: unknown (this machine's memory cannot be read)\n");
+    return 0;
+}

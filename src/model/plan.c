@@ -1,0 +1,95 @@
+/* plan.c — the memory planner (see plan.h). Every figure comes from the code that allocates it: the
+ * model's arenas from layout.c's planning, the kernel scratch from the kernels layer
+ * (gptc_gemm_scratch, gptc_flash_scratch), so the plan cannot drift from the allocations. */
+#include "model/plan.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+void gptc_mem_request_default(gptc_mem_request *r) {
+    memset(r, 0, sizeof *r);
+    r->ranks = 1;
+}
+
+/* The per-thread GEMM scratch so far: a thread's buffers end at the largest request it made. */
+typedef struct gemm_scratch {
+    const gptc_kernels *k;
+    int bf16, threads;
+    size_t *a, *b, *ta, *tb; /* [threads]: running maxima, and one call's figures */
+    size_t transient;        /* the largest per-call transient */
+} gemm_scratch;
+
+static int clamp_int(size_t x) { return x > INT_MAX ? INT_MAX : (int)x; }
+
+static void add_gemm(gemm_scratch *g, size_t M, size_t N, size_t K) {
+    size_t tr;
+    gptc_gemm_scratch(g->k, g->bf16, clamp_int(M), clamp_int(N), clamp_int(K), g->threads, g->ta, g->tb, &tr);
+    for (int t = 0; t < g->threads; t++) {
+        if (g->ta[t] > g->a[t]) g->a[t] = g->ta[t];
+        if (g->tb[t] > g->b[t]) g->b[t] = g->tb[t];
+    }
+    if (tr > g->transient) g->transient = tr;
+}
+
+/* The matrix products of one training step (forward.c) and of an evaluation forward. */
+static void step_gemms(gemm_scratch *g, const gptc_mem_request *r) {
+    size_t C = r->model.channels, V = r->model.vocab, BT = (size_t)r->batch * r->seq;
+    const size_t lin[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* (in, out) of each linear layer */
+    for (int i = 0; i < 4; i++) {
+        size_t IC = lin[i][0], OC = lin[i][1];
+        add_gemm(g, BT, OC, IC); /* forward */
+        add_gemm(g, BT, IC, OC); /* input gradient */
+        add_gemm(g, IC, OC, BT); /* weight gradient */
+    }
+    /* the classifier: whole when unfused, else in chunks of GPTC_CLASSIFIER_CHUNK rows and a ragged one */
+    size_t rows[2] = {BT, 0};
+    if (!r->no_fusion) rows[0] = BT < GPTC_CLASSIFIER_CHUNK ? BT : GPTC_CLASSIFIER_CHUNK, rows[1] = BT % GPTC_CLASSIFIER_CHUNK;
+    for (int i = 0; i < 2; i++) {
+        if (!rows[i]) continue;
+        add_gemm(g, rows[i], V, C); /* logits */
+        add_gemm(g, rows[i], C, V); /* dlnf */
+        add_gemm(g, V, C, rows[i]); /* wte's gradient */
+    }
+}
+
+gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
+    memset(out, 0, sizeof *out);
+    gptc_status st = gptc_model_config_check(&r->model);
+    if (st) return st;
+    if (r->batch < 1) return gptc_fail(GPTC_ERR_ARG, "--batch %d: must be at least 1", r->batch);
+    if (r->seq < 1 || r->seq > r->model.context)
+        return gptc_fail(GPTC_ERR_ARG, "--seq %d: must be between 1 and the model's context %d", r->seq, r->model.context);
+    if (r->ranks < 1) return gptc_fail(GPTC_ERR_ARG, "--ranks %d: must be at least 1", r->ranks);
+    if (r->zero != 0 && r->zero != 1) return gptc_fail(GPTC_ERR_ARG, "--zero %d: must be 0 or 1", r->zero);
+    if (r->threads < 0) return gptc_fail(GPTC_ERR_ARG, "--threads %d: must be 0 (all cores) or more", r->threads);
+    if ((unsigned)r->dtype > GPTC_PRECISION_BF16) return gptc_fail(GPTC_ERR_ARG, "--dtype: must be fp32 or bf16");
+    if ((unsigned)r->recompute > GPTC_RECOMPUTE_BLOCK)
+        return gptc_fail(GPTC_ERR_ARG, "--recompute: must be none, gelu, attn or block");
+    int threads = r->threads ? r->threads : gptc_threads();
+
+    gptc_model_bytes mb;
+    gptc_model_alloc_bytes(&r->model, r->batch, r->seq, r->naive_attention, !r->no_fusion, r->recompute, &mb);
+    size_t n = gptc_model_arena_floats(&r->model);
+    size_t share = r->zero ? (n + (size_t)r->ranks - 1) / (size_t)r->ranks : n;
+    size_t batch_copy = gptc_alloc_block_bytes(sizeof(int) * (size_t)r->batch * r->seq);
+
+    size_t *buf = calloc(4 * (size_t)threads, sizeof(size_t));
+    if (!buf) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+    gemm_scratch g = {.k = gptc_kernels_get(), .bf16 = r->dtype == GPTC_PRECISION_BF16, .threads = threads,
+                      .a = buf, .b = buf + threads, .ta = buf + 2 * threads, .tb = buf + 3 * threads};
+    step_gemms(&g, r);
+    size_t work = g.transient;
+    size_t flash = r->naive_attention ? 0 : gptc_flash_scratch(r->seq, r->model.channels / r->model.heads);
+    for (int t = 0; t < threads; t++) work += g.a[t] + g.b[t] + flash;
+    free(buf);
+
+    out->params = mb.params;
+    out->grads = mb.grads;
+    out->optim = 2 * gptc_alloc_block_bytes(share * sizeof(float));
+    out->acts = mb.acts + 2 * batch_copy; /* the trainer's own (B,T) inputs and targets */
+    out->workspace = work;
+    out->total = out->params + out->grads + out->optim + out->acts + out->workspace;
+    out->threads = threads;
+    return GPTC_OK;
+}

@@ -1,0 +1,38 @@
+/* plan.h — the memory planner: the bytes per rank a training run allocates (parameters, gradients,
+ * AdamW moments, activations, per-thread kernel scratch), computed from the settings alone, before
+ * anything big is allocated. `gptc plan` prints it; gptc_train refuses a run that cannot fit. */
+#ifndef GPTC_MODEL_PLAN_H
+#define GPTC_MODEL_PLAN_H
+
+#include "model/gpt2.h"
+
+typedef struct gptc_mem_request {
+    gptc_model_config model;
+    int batch, seq;           /* B, T of a micro-step */
+    gptc_precision dtype;
+    gptc_recompute recompute;
+    bool naive_attention;     /* stored (B,NH,T,T) scores instead of flash */
+    bool no_fusion;           /* the unfused path: whole (B,T,Vp) logits and their gradient */
+    int threads;              /* OpenMP threads (0: this process's gptc_threads()) */
+    int ranks;                /* data-parallel ranks, >= 1 */
+    int zero;                 /* 1: ZeRO-1, the AdamW moments split over the ranks; 0: replicated */
+} gptc_mem_request;
+
+/* Bytes per rank, as gptc_alloc counts them (gptc_alloc_stats). */
+typedef struct gptc_mem_plan {
+    size_t params;    /* the parameter arena and the model's tensor tables */
+    size_t grads;     /* the gradient arena */
+    size_t optim;     /* AdamW m and v: the whole arena each, or with zero=1 a share of ceil(n / ranks) floats */
+    size_t acts;      /* activation and activation-gradient arenas, their views, the batch copies (model and trainer) */
+    size_t workspace; /* kernel scratch: each thread's GEMM packing buffers and flash-attention tiles (kept
+                       * once grown), plus the largest scratch a single call allocates and frees */
+    size_t total;
+    int threads;      /* the thread count planned for */
+} gptc_mem_plan;
+
+/* Zeroes *r and sets ranks 1 (the other fields' zero values are the defaults). */
+void gptc_mem_request_default(gptc_mem_request *r);
+/* Plans r into *out; a bad setting is GPTC_ERR_ARG with one line naming its flag. */
+gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out);
+
+#endif
