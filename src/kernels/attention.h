@@ -69,9 +69,9 @@ void gptc_flash_bwd_avx512(float *dq, float *dk, float *dv, const float *do_, co
  * dS_ij = P_ij (dP_ij - D_i) in fp32. Then, with fp32 sums:
  *   dV_j += sum_i bf(P_ij z_ij) bf(dO_i)
  *   dQ_i += scale * sum_j bf(dS_ij) bf(k_j),   dK_j += scale * sum_i bf(dS_ij) bf(q_i).
- * Any HS >= 1. The summation order (and an AVX512_BF16 variant's vdpbf16ps, which flushes bf16
- * subnormals to zero) is free, so variants agree to fp32 rounding of the sums, plus the rare
- * bf16 rounding flipped by it. */
+ * Any HS >= 1. The summation order is free, and so is the treatment of subnormals (AVX512_BF16's
+ * conversions and vdpbf16ps flush them to zero), so variants agree to the fp32 rounding of the
+ * sums, plus the rare bf16 rounding that such a difference flips. */
 enum { GPTC_FLASH_KEY_TILE = 16 };
 gptc_flash_fwd_fn gptc_flash_fwd_bf16(void); /* AVX512_BF16 when the level is avx512 and the CPU has
                                                 it, else the bf16 reference */

@@ -8,8 +8,8 @@
  * dimension of the product that reads it. With HP = ceil(HS/2) and HSP = HS rounded up to 16:
  *   row pairs   xb (rows,HP):  xb[i][p]       = bf(x_i[2p]), bf(x_i[2p+1])   (broadcast for q.k, dO.v)
  *   score tile  kt (HP,16):    kt[p][jj]      = bf(x_j[2p]), bf(x_j[2p+1]), j = j0+jj
- *   key pairs   vt (8,HSP):    vt[jp][d]      = bf(x_j[d]), bf(x_j+1[d]),   j = j0+2jp  (P.V, dS.K)
- *   row pairs   xp (T/2,HSP):  xp[i/2][d]     = bf(x_i[d]), bf(x_i+1[d]),   i even      (P^T.dO, dS^T.Q)
+ *   key pairs   vt (8,HSP):    vt[jp][d]      = bf(x_j[d]), bf(x_{j+1}[d]), j = j0+2jp  (P.V, dS.K)
+ *   row pairs   xp (T/2,HSP):  xp[i/2][d]     = bf(x_i[d]), bf(x_{i+1}[d]), i even      (P^T.dO, dS^T.Q)
  * Odd HS, T and partial tiles pad with zero pairs, so any HS works. Per-thread gptc_workspace
  * scratch; nothing is allocated per call after the first. */
 #include "kernels/x86_avx512/attention_avx512.h"
