@@ -1,7 +1,9 @@
 /* bench_attention.c — causal attention forward+backward: the materialised reference (qkv (B,T,3C),
  * preatt/att (B,NH,T,T) kept) against flash attention (O and LSE kept, the best variant, timed
  * with and without the layout conversions), B=4 NH=12 HS=64 at T = 64, 256, 1024 by default
- * (`build/bench_attention [RUNS [T...]]`); prints a Markdown table of median times. */
+ * (`build/bench_attention [RUNS [T...]]`); prints a Markdown table of median times. A second table
+ * times the fp32 AVX-512 flash against the bf16 mixed-precision flash (gptc_flash_fwd_bf16(), the
+ * AVX512_BF16 kernel where available), forward and backward separately. */
 #include "core/core.h"
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
@@ -27,6 +29,28 @@ static float *buf(size_t n) {
 static double median(double *t, int n) {
     qsort(t, (size_t)n, sizeof *t, by_value);
     return t[n / 2];
+}
+
+/* Median forward and backward times (ms) of one flash variant on random head-major q, k, v, dO. */
+static void time_flash(double ms[2], gptc_flash_fwd_fn fwd, gptc_flash_bwd_fn bwd, int runs, int B, int NH, int T,
+                       int HS, gptc_rng *rng) {
+    size_t n = (size_t)B * NH * T * HS, nl = (size_t)B * NH * T;
+    float *q = buf(n), *k = buf(n), *v = buf(n), *o = buf(n), *lse = buf(nl), *dO = buf(n);
+    float *dq = buf(n), *dk = buf(n), *dv = buf(n);
+    float *in[] = {q, k, v, dO};
+    for (int a = 0; a < 4; a++)
+        for (size_t i = 0; i < n; i++) in[a][i] = (float)gptc_rng_normal(rng);
+    double tf[100], tb[100];
+    for (int r = 0; r < runs; r++) {
+        double t0 = gptc_now();
+        fwd(o, lse, q, k, v, B, NH, T, HS, 0.0f, 0);
+        double t1 = gptc_now();
+        bwd(dq, dk, dv, dO, q, k, v, o, lse, B, NH, T, HS, 0.0f, 0);
+        tf[r] = t1 - t0, tb[r] = gptc_now() - t1;
+    }
+    ms[0] = median(tf, runs) * 1e3, ms[1] = median(tb, runs) * 1e3;
+    float *all[] = {q, k, v, o, lse, dO, dq, dk, dv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gptc_free(all[i]);
 }
 
 int main(int argc, char **argv) {
@@ -94,6 +118,24 @@ int main(int argc, char **argv) {
         fflush(stdout);
         float *all[] = {qkv, dout, dqkv, out, q, k, v, o, lse, dO, dq, dk, dv};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gptc_free(all[i]);
+    }
+
+    if (!gptc_kernels_level("avx512")) {
+        printf("\n(no AVX-512: the fp32 AVX-512 vs bf16 table is skipped)\n");
+        return 0;
+    }
+    printf("\nfp32 AVX-512 flash vs bf16 flash (%s), B=%d NH=%d HS=%d, median of %d runs (ms)\n\n",
+           gptc_flash_bf16_variant(), B, NH, HS, runs);
+    printf("| T | fp32 fwd | bf16 fwd | fwd speedup | fp32 bwd | bf16 bwd | bwd speedup |\n"
+           "|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int ti = 0; ti < nT; ti++) {
+        int T = Ts[ti];
+        double f[2], h[2];
+        time_flash(f, gptc_flash_fwd_avx512, gptc_flash_bwd_avx512, runs, B, NH, T, HS, &rng);
+        time_flash(h, gptc_flash_fwd_bf16(), gptc_flash_bwd_bf16(), runs, B, NH, T, HS, &rng);
+        printf("| %d | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx |\n", T, f[0], h[0], f[0] / h[0], f[1], h[1],
+               f[1] / h[1]);
+        fflush(stdout);
     }
     return 0;
 }

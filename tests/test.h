@@ -59,5 +59,10 @@ void test_write_file(const char *path, const void *data, size_t len);
 /* max |a-b| / max(max |b|, 1e-30) */
 double test_rel_err_f(const float *a, const float *b, size_t n);
 double test_rel_err_d(const double *a, const double *b, size_t n);
+/* Fresh malloc'd float arrays (free with free()): N(0, scale^2) draws from r, zeros, a copy of x. */
+struct gptc_rng;
+float *test_randn_f(struct gptc_rng *r, size_t n, double scale);
+float *test_zeros_f(size_t n);
+float *test_copy_f(const float *x, size_t n);
 
 #endif

@@ -8,6 +8,7 @@
  * and SIMD vs flash reference 1e-5 (float, different summation orders and exp); lse 1e-5 absolute
  * against a double evaluation; finite differences (float forward, double loss, eps 1e-2) 5e-3. */
 #include "test.h"
+#include "test_attention.h"
 #include "core/core.h"
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
@@ -21,24 +22,6 @@
 #define FD_TOL 5e-3
 
 static gptc_rng g_rng;
-
-static float *rndf(size_t n, double scale) {
-    float *x = malloc(n * sizeof *x);
-    for (size_t i = 0; i < n; i++) x[i] = (float)(scale * gptc_rng_normal(&g_rng));
-    return x;
-}
-static float *zerof(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-static float *copyf(const float *x, size_t n) {
-    float *y = malloc(n * sizeof *y);
-    memcpy(y, x, n * sizeof *y);
-    return y;
-}
-
-typedef struct {
-    const char *name;
-    gptc_flash_fwd_fn fwd;
-    gptc_flash_bwd_fn bwd;
-} variant;
 
 /* The reference and every SIMD variant this CPU can run; returns the count. */
 static int variants(variant v[3]) {
@@ -72,16 +55,16 @@ TEST(attention_flash_ref_vs_reference) {
             for (int ni = 0; ni < 2; ni++) {
                 int T = Ts[ti], HS = HSs[hi], NH = NHs[ni], C = NH * HS;
                 size_t nqkv = (size_t)B * T * 3 * C, nrow = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
-                float *qkv = rndf(nqkv, 1.0), *dout = rndf(nrow, 1.0), *dqkv0 = rndf(nqkv, 0.5);
+                float *qkv = test_randn_f(&g_rng, nqkv, 1.0), *dout = test_randn_f(&g_rng, nrow, 1.0), *dqkv0 = test_randn_f(&g_rng, nqkv, 0.5);
                 /* the materialised reference */
-                float *out = zerof(nrow), *preatt = zerof(natt), *att = zerof(natt);
-                float *dpre = zerof(natt), *datt = zerof(natt), *dqkv = copyf(dqkv0, nqkv);
+                float *out = test_zeros_f(nrow), *preatt = test_zeros_f(natt), *att = test_zeros_f(natt);
+                float *dpre = test_zeros_f(natt), *datt = test_zeros_f(natt), *dqkv = test_copy_f(dqkv0, nqkv);
                 ref->attention_fwd(out, preatt, att, qkv, B, T, C, NH);
                 ref->attention_bwd(dqkv, dpre, datt, dout, qkv, att, B, T, C, NH);
                 /* the flash reference through the conversions */
-                float *q = zerof(nrow), *k = zerof(nrow), *v = zerof(nrow), *o = zerof(nrow);
-                float *lse = zerof((size_t)B * NH * T), *out2 = zerof(nrow), *dO = zerof(nrow);
-                float *dq = zerof(nrow), *dk = zerof(nrow), *dv = zerof(nrow), *dqkv2 = copyf(dqkv0, nqkv);
+                float *q = test_zeros_f(nrow), *k = test_zeros_f(nrow), *v = test_zeros_f(nrow), *o = test_zeros_f(nrow);
+                float *lse = test_zeros_f((size_t)B * NH * T), *out2 = test_zeros_f(nrow), *dO = test_zeros_f(nrow);
+                float *dq = test_zeros_f(nrow), *dk = test_zeros_f(nrow), *dv = test_zeros_f(nrow), *dqkv2 = test_copy_f(dqkv0, nqkv);
                 gptc_qkv_to_heads(q, k, v, qkv, B, T, C, NH);
                 gptc_flash_fwd_ref(o, lse, q, k, v, B, NH, T, HS, 0.0f, 0);
                 gptc_heads_to_rows(out2, o, B, T, C, NH);
@@ -105,19 +88,17 @@ TEST(attention_flash_ref_vs_reference) {
             }
 }
 
-/* Runs variant vr forward and backward; gradients start from g0 (checks the accumulation). */
-typedef struct {
-    float *o, *lse, *dq, *dk, *dv;
-} fb_out;
-static fb_out run_fb(const variant *vr, const float *q, const float *k, const float *v, const float *dO,
-                     const float *g0, int B, int NH, int T, int HS, float p, uint64_t seed) {
+/* Runs variant vr forward and backward; gradients start from g0 (3,n) (checks the accumulation). */
+fb_out run_fb(const variant *vr, const float *q, const float *k, const float *v, const float *dO, const float *g0,
+              int B, int NH, int T, int HS, float p, uint64_t seed) {
     size_t n = (size_t)B * NH * T * HS;
-    fb_out r = {zerof(n), zerof((size_t)B * NH * T), copyf(g0, n), copyf(g0 + n, n), copyf(g0 + 2 * n, n)};
+    fb_out r = {test_zeros_f(n), test_zeros_f((size_t)B * NH * T), test_copy_f(g0, n), test_copy_f(g0 + n, n),
+                test_copy_f(g0 + 2 * n, n)};
     vr->fwd(r.o, r.lse, q, k, v, B, NH, T, HS, p, seed);
     vr->bwd(r.dq, r.dk, r.dv, dO, q, k, v, r.o, r.lse, B, NH, T, HS, p, seed);
     return r;
 }
-static void fb_free(fb_out *r) {
+void fb_free(fb_out *r) {
     free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv);
 }
 
@@ -136,8 +117,8 @@ TEST(attention_flash_simd_vs_ref) {
                     int T = Ts[ti], HS = HSs[hi], NH = NHs[ni];
                     float p = ps[pi];
                     size_t n = (size_t)B * NH * T * HS, nl = (size_t)B * NH * T;
-                    float *q = rndf(n, 1.0), *k = rndf(n, 1.0), *v = rndf(n, 1.0), *dO = rndf(n, 1.0);
-                    float *g0 = rndf(3 * n, 0.5);
+                    float *q = test_randn_f(&g_rng, n, 1.0), *k = test_randn_f(&g_rng, n, 1.0), *v = test_randn_f(&g_rng, n, 1.0), *dO = test_randn_f(&g_rng, n, 1.0);
+                    float *g0 = test_randn_f(&g_rng, 3 * n, 0.5);
                     fb_out want = run_fb(&vs[0], q, k, v, dO, g0, B, NH, T, HS, p, 77);
                     for (int vi = 1; vi < nv; vi++) {
                         fb_out got = run_fb(&vs[vi], q, k, v, dO, g0, B, NH, T, HS, p, 77);
@@ -187,7 +168,7 @@ TEST(attention_flash_dropout_direct) {
     const float p = 0.25f;
     const uint64_t seed = 0x5eed;
     size_t n = (size_t)B * NH * T * HS;
-    float *q = rndf(n, 1.0), *k = rndf(n, 1.0), *v = rndf(n, 1.0), *want = zerof(n);
+    float *q = test_randn_f(&g_rng, n, 1.0), *k = test_randn_f(&g_rng, n, 1.0), *v = test_randn_f(&g_rng, n, 1.0), *want = test_zeros_f(n);
     uint32_t thr = gptc_flash_threshold(p);
     for (size_t bh = 0; bh < (size_t)B * NH; bh++)
         for (int i = 0; i < T; i++) {
@@ -202,7 +183,7 @@ TEST(attention_flash_dropout_direct) {
             for (int c = 0; c < HS; c++) want[(bh * T + i) * HS + c] = (float)acc[c];
         }
     for (int vi = 0; vi < nv; vi++) {
-        float *o = zerof(n), *o2 = zerof(n), *o0 = zerof(n), *o0b = zerof(n), *lse = zerof((size_t)B * NH * T);
+        float *o = test_zeros_f(n), *o2 = test_zeros_f(n), *o0 = test_zeros_f(n), *o0b = test_zeros_f(n), *lse = test_zeros_f((size_t)B * NH * T);
         vs[vi].fwd(o, lse, q, k, v, B, NH, T, HS, p, seed);
         double e = test_rel_err_f(o, want, n);
         CHECK_MSG(e <= REL_TOL, "%s: dropout o vs direct rel err %.3g", vs[vi].name, e);
@@ -237,9 +218,9 @@ TEST(attention_flash_dropout_gradcheck) {
     const uint64_t seed = 42;
     size_t n = (size_t)NH * T * HS;
     for (int vi = 0; vi < nv; vi++) {
-        float *x[3] = {rndf(n, 1.0), rndf(n, 1.0), rndf(n, 1.0)}, *W = rndf(n, 1.0);
-        float *o = zerof(n), *lse = zerof((size_t)NH * T), *g[3] = {zerof(n), zerof(n), zerof(n)};
-        float *num = zerof(n);
+        float *x[3] = {test_randn_f(&g_rng, n, 1.0), test_randn_f(&g_rng, n, 1.0), test_randn_f(&g_rng, n, 1.0)}, *W = test_randn_f(&g_rng, n, 1.0);
+        float *o = test_zeros_f(n), *lse = test_zeros_f((size_t)NH * T), *g[3] = {test_zeros_f(n), test_zeros_f(n), test_zeros_f(n)};
+        float *num = test_zeros_f(n);
         vs[vi].fwd(o, lse, x[0], x[1], x[2], 1, NH, T, HS, p, seed);
         vs[vi].bwd(g[0], g[1], g[2], W, x[0], x[1], x[2], o, lse, 1, NH, T, HS, p, seed);
         const char *what[3] = {"dq", "dk", "dv"};
@@ -268,7 +249,7 @@ TEST(attention_flash_threads_bitwise) {
     gptc_rng_seed(&g_rng, 15);
     const int B = 2, NH = 3, T = 130, HS = 64;
     size_t n = (size_t)B * NH * T * HS, nl = (size_t)B * NH * T;
-    float *q = rndf(n, 1.0), *k = rndf(n, 1.0), *v = rndf(n, 1.0), *dO = rndf(n, 1.0), *g0 = rndf(3 * n, 0.5);
+    float *q = test_randn_f(&g_rng, n, 1.0), *k = test_randn_f(&g_rng, n, 1.0), *v = test_randn_f(&g_rng, n, 1.0), *dO = test_randn_f(&g_rng, n, 1.0), *g0 = test_randn_f(&g_rng, 3 * n, 0.5);
     for (int vi = 0; vi < nv; vi++)
         for (int pi = 0; pi < 2; pi++) {
             float p = pi ? 0.1f : 0.0f;

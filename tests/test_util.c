@@ -1,5 +1,6 @@
 /* test_util.c — helpers shared by the tests: a scratch folder, running the CLI, error measures. */
 #include "test.h"
+#include "core/core.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -115,4 +116,16 @@ void test_write_file(const char *path, const void *data, size_t len) {
     if (!f) { perror(path); abort(); }
     if (len && fwrite(data, 1, len, f) != len) { perror(path); abort(); }
     fclose(f);
+}
+
+float *test_randn_f(struct gptc_rng *r, size_t n, double scale) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(scale * gptc_rng_normal(r));
+    return x;
+}
+float *test_zeros_f(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+float *test_copy_f(const float *x, size_t n) {
+    float *y = malloc((n ? n : 1) * sizeof *y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
 }

@@ -57,6 +57,44 @@ void gptc_flash_bwd_avx512(float *dq, float *dk, float *dv, const float *do_, co
                            const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
                            float dropout, uint64_t seed);
 
+/* ---- bf16 mixed precision (--dtype bf16): the same signatures, fp32 in and out, but the products
+ * read bf16 copies of their operands and sum in fp32 (like FlashAttention under autocast). Every
+ * rounding is to the nearest bf16, ties to even (gptc_bf16_round); bf() below denotes it.
+ *
+ * Forward, per (b,h): Q, K, V -> bf(Q), bf(K), bf(V). Scores s_ij = (bf(q_i) . bf(k_j)) summed in
+ * fp32, times 1/sqrt(HS). Online softmax in fp32 over key tiles of GPTC_FLASH_KEY_TILE keys
+ * (tile t = keys 16t .. 16t+15): m_i = the running max after tile t, p~_ij = exp(s_ij - m_i) and
+ * l_i (the fp32 sum of the unrounded p~) as in the fp32 flash; the P.V operand is
+ * bf(p~_ij * z_ij) (z_ij = 0 or 1/(1-dropout), the fp32 Philox mask, 1 without dropout); O is
+ * accumulated in fp32 (rescaled by exp(m_old - m_new) per tile), o_i = acc_i / l_i and
+ * lse_i = m_i + log(l_i) in fp32. The tile width is therefore part of the contract.
+ *
+ * Backward (FlashAttention-2): dO -> bf(dO). P_ij = exp(s_ij - lse_i) recomputed in fp32 from the
+ * same bf16 scores; D_i = sum_d bf(dO_id) * O_id in fp32 (the rounded dO, so that D_i equals
+ * rowsum(P o dP) for the dP actually used); dP_ij = (bf(dO_i) . bf(v_j)) * z_ij in fp32;
+ * dS_ij = P_ij (dP_ij - D_i) in fp32. Then, with fp32 sums:
+ *   dV_j += sum_i bf(P_ij z_ij) bf(dO_i)
+ *   dQ_i += scale * sum_j bf(dS_ij) bf(k_j),   dK_j += scale * sum_i bf(dS_ij) bf(q_i).
+ * Any HS >= 1. The summation order is free, and so is the treatment of subnormals (AVX512_BF16's
+ * conversions and vdpbf16ps flush them to zero), so variants agree to the fp32 rounding of the
+ * sums, plus the rare bf16 rounding that such a difference flips. */
+enum { GPTC_FLASH_KEY_TILE = 16 };
+gptc_flash_fwd_fn gptc_flash_fwd_bf16(void); /* AVX512_BF16 when the level is avx512 and the CPU has
+                                                it, else the bf16 reference */
+gptc_flash_bwd_fn gptc_flash_bwd_bf16(void);
+const char *gptc_flash_bf16_variant(void); /* "ref" or "avx512bf16" */
+void gptc_flash_fwd_bf16_ref(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
+                             int T, int HS, float dropout, uint64_t seed);
+void gptc_flash_bwd_bf16_ref(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                             const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
+                             float dropout, uint64_t seed);
+/* Only when gptc_kernels_level("avx512") is non-NULL and gptc_cpu()->avx512bf16. */
+void gptc_flash_fwd_bf16_avx512(float *o, float *lse, const float *q, const float *k, const float *v, int B,
+                                int NH, int T, int HS, float dropout, uint64_t seed);
+void gptc_flash_bwd_bf16_avx512(float *dq, float *dk, float *dv, const float *do_, const float *q,
+                                const float *k, const float *v, const float *o, const float *lse, int B, int NH,
+                                int T, int HS, float dropout, uint64_t seed);
+
 /* ---- layout conversions (C = NH*HS). Parallel over (b,t); each output element written once. */
 /* q, k, v (B,NH,T,HS) = the three thirds of qkv (B,T,3C), split into heads */
 void gptc_qkv_to_heads(float *q, float *k, float *v, const float *qkv, int B, int T, int C, int NH);

@@ -1,6 +1,7 @@
 /* flash_ref.c — the reference fused causal flash attention (plain loops over query tiles x key tiles
- * with an online softmax), the variant dispatch, and the (B,T,3C) <-> (B,NH,T,HS) conversions.
- * See kernels/attention.h for the contract. */
+ * with an online softmax) in fp32 and in bf16 mixed precision (one implementation, a `bf16` flag
+ * adding the rounding points), the variant dispatch, and the (B,T,3C) <-> (B,NH,T,HS) conversions.
+ * See kernels/attention.h for the contracts. */
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "core/core.h"
@@ -9,11 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BR = 64, BC = 16 }; /* query rows per forward task, keys per tile */
+enum { BR = 64, BC = GPTC_FLASH_KEY_TILE }; /* query rows per forward task, keys per tile */
 
 /* per-thread scratch, grown on the first call and reused: nothing is allocated in a training step */
 static _Thread_local gptc_workspace tl_rows, tl_tiles;
-static _Thread_local gptc_workspace tl_acc;
+static _Thread_local gptc_workspace tl_acc, tl_bf16;
+
+/* dst (rows,HS) = x (rows,HS) rounded to bf16: the bf16 operand copies of one head */
+static void round_rows(float *dst, const float *x, int rows, int HS) {
+    for (size_t e = 0; e < (size_t)rows * HS; e++) dst[e] = gptc_bf16_round(x[e]);
+}
 
 size_t gptc_flash_scratch_ref(int T, int HS) {
     /* tl_acc: the forward's (BR,HS) accumulator; tl_rows: the backward's D (T); tl_tiles: its dk, dv tiles */
@@ -35,8 +41,10 @@ static void dropout_factors(float *z, uint64_t seed, uint64_t row, int j0, uint3
     }
 }
 
-void gptc_flash_fwd_ref(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH, int T,
-                        int HS, float dropout, uint64_t seed) {
+/* The forward of both contracts; bf16: q, k, v rows 0..i1 of the head are read through rounded copies
+ * (per-thread (3,i1,HS) scratch) and the P.V operand p~ * z is rounded. */
+static void flash_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH, int T,
+                      int HS, float dropout, uint64_t seed, int bf16) {
     GPTC_ASSERT(dropout >= 0.0f && dropout < 1.0f);
     const float scale = 1.0f / sqrtf((float)HS), inv_keep = 1.0f / (1.0f - dropout);
     const uint32_t thr = gptc_flash_threshold(dropout);
@@ -45,6 +53,7 @@ void gptc_flash_fwd_ref(float *o, float *lse, const float *q, const float *k, co
 #pragma omp parallel
     {
         float *acc = gptc_workspace_get(&tl_acc, (size_t)BR * HS);
+        float *rq = bf16 ? gptc_workspace_get(&tl_bf16, 3 * (size_t)T * HS) : NULL;
         float m[BR], l[BR], s[BC], z[BC];
         /* each task writes its own rows of o and lse in a fixed order: thread-count independent */
 #pragma omp for schedule(dynamic, 1)
@@ -52,6 +61,11 @@ void gptc_flash_fwd_ref(float *o, float *lse, const float *q, const float *k, co
             size_t bh = (size_t)(task / ntiles);
             int i0 = (int)(task % ntiles) * BR, i1 = i0 + BR < T ? i0 + BR : T;
             const float *qh = q + bh * T * HS, *kh = k + bh * T * HS, *vh = v + bh * T * HS;
+            if (bf16) {
+                float *rk = rq + (size_t)T * HS, *rv = rk + (size_t)T * HS;
+                round_rows(rq, qh, i1, HS), round_rows(rk, kh, i1, HS), round_rows(rv, vh, i1, HS);
+                qh = rq, kh = rk, vh = rv;
+            }
             for (int r = 0; r < i1 - i0; r++) m[r] = -INFINITY, l[r] = 0;
             memset(acc, 0, (size_t)BR * HS * sizeof *acc);
             for (int j0 = 0; j0 < i1; j0 += BC) {
@@ -71,6 +85,7 @@ void gptc_flash_fwd_ref(float *o, float *lse, const float *q, const float *k, co
                         float p = expf(s[j - j0] - mnew);
                         sum += p;
                         if (dropout > 0) p *= z[j - j0];
+                        if (bf16) p = gptc_bf16_round(p);
                         const float *vj = vh + (size_t)j * HS;
                         for (int d = 0; d < HS; d++) a[d] += p * vj[d];
                     }
@@ -90,9 +105,9 @@ void gptc_flash_fwd_ref(float *o, float *lse, const float *q, const float *k, co
 
 /* FlashAttention-2 backward: per (b,h), key tiles outer (their dk, dv accumulate in a tile buffer),
  * query rows inner; P is recomputed from lse, and D_i = rowsum(dO_i * O_i) replaces rowsum(P dP). */
-void gptc_flash_bwd_ref(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
-                        const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
-                        float dropout, uint64_t seed) {
+static void flash_bwd(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                      const float *v, const float *o, const float *lse, int B, int NH, int T, int HS, float dropout,
+                      uint64_t seed, int bf16) {
     GPTC_ASSERT(dropout >= 0.0f && dropout < 1.0f);
     const float scale = 1.0f / sqrtf((float)HS), inv_keep = 1.0f / (1.0f - dropout);
     const uint32_t thr = gptc_flash_threshold(dropout);
@@ -100,12 +115,19 @@ void gptc_flash_bwd_ref(float *dq, float *dk, float *dv, const float *do_, const
     {
         float *D = gptc_workspace_get(&tl_rows, (size_t)T);
         float *dkt = gptc_workspace_get(&tl_tiles, 2 * (size_t)BC * HS), *dvt = dkt + (size_t)BC * HS;
+        float *rq = bf16 ? gptc_workspace_get(&tl_bf16, 4 * (size_t)T * HS) : NULL; /* (4,T,HS) */
         float z[BC];
 #pragma omp for schedule(dynamic, 1)
         for (long bhl = 0; bhl < (long)B * NH; bhl++) {
             size_t bh = (size_t)bhl, off = bh * T * HS;
             const float *qh = q + off, *kh = k + off, *vh = v + off, *doh = do_ + off, *L = lse + bh * T;
             float *dqh = dq + off, *dkh = dk + off, *dvh = dv + off;
+            if (bf16) {
+                float *rk = rq + (size_t)T * HS, *rv = rk + (size_t)T * HS, *rdo = rv + (size_t)T * HS;
+                round_rows(rq, qh, T, HS), round_rows(rk, kh, T, HS), round_rows(rv, vh, T, HS);
+                round_rows(rdo, doh, T, HS);
+                qh = rq, kh = rk, vh = rv, doh = rdo;
+            }
             for (int i = 0; i < T; i++) D[i] = dotf(doh + (size_t)i * HS, o + off + (size_t)i * HS, HS);
             for (int j0 = 0; j0 < T; j0 += BC) {
                 int j1 = j0 + BC < T ? j0 + BC : T;
@@ -121,7 +143,9 @@ void gptc_flash_bwd_ref(float *dq, float *dk, float *dv, const float *do_, const
                         float p = expf(dotf(qi, kj, HS) * scale - L[i]);
                         float zj = dropout > 0 ? z[j - j0] : 1.0f;
                         float dp = dotf(doi, vj, HS) * zj; /* dL/dP_ij */
-                        float pz = p * zj, ds = p * (dp - D[i]) * scale;
+                        float pz = p * zj, ds = p * (dp - D[i]);
+                        if (bf16) pz = gptc_bf16_round(pz), ds = gptc_bf16_round(ds);
+                        ds *= scale;
                         float *dkj = dkt + (size_t)(j - j0) * HS, *dvj = dvt + (size_t)(j - j0) * HS;
                         for (int d = 0; d < HS; d++) {
                             dvj[d] += pz * doi[d];
@@ -138,6 +162,25 @@ void gptc_flash_bwd_ref(float *dq, float *dk, float *dv, const float *do_, const
             }
         }
     }
+}
+
+void gptc_flash_fwd_ref(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH, int T,
+                        int HS, float dropout, uint64_t seed) {
+    flash_fwd(o, lse, q, k, v, B, NH, T, HS, dropout, seed, 0);
+}
+void gptc_flash_bwd_ref(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                        const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
+                        float dropout, uint64_t seed) {
+    flash_bwd(dq, dk, dv, do_, q, k, v, o, lse, B, NH, T, HS, dropout, seed, 0);
+}
+void gptc_flash_fwd_bf16_ref(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
+                             int T, int HS, float dropout, uint64_t seed) {
+    flash_fwd(o, lse, q, k, v, B, NH, T, HS, dropout, seed, 1);
+}
+void gptc_flash_bwd_bf16_ref(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                             const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
+                             float dropout, uint64_t seed) {
+    flash_bwd(dq, dk, dv, do_, q, k, v, o, lse, B, NH, T, HS, dropout, seed, 1);
 }
 
 /* ---- dispatch: follows the level of the operator table (CPU check and GPTC_KERNELS cap). */
@@ -163,6 +206,16 @@ const char *gptc_flash_variant(void) {
     static const char *const names[] = {"ref", "avx2", "avx512"};
     return names[flash_level()];
 }
+
+/* bf16: the AVX512_BF16 kernel at the avx512 level on a CPU with AVX512_BF16, else the reference */
+static int flash_bf16_fast(void) { return flash_level() == 2 && gptc_cpu()->avx512bf16; }
+gptc_flash_fwd_fn gptc_flash_fwd_bf16(void) {
+    return flash_bf16_fast() ? gptc_flash_fwd_bf16_avx512 : gptc_flash_fwd_bf16_ref;
+}
+gptc_flash_bwd_fn gptc_flash_bwd_bf16(void) {
+    return flash_bf16_fast() ? gptc_flash_bwd_bf16_avx512 : gptc_flash_bwd_bf16_ref;
+}
+const char *gptc_flash_bf16_variant(void) { return flash_bf16_fast() ? "avx512bf16" : "ref"; }
 
 /* ---- layout conversions */
 void gptc_qkv_to_heads(float *q, float *k, float *v, const float *qkv, int B, int T, int C, int NH) {

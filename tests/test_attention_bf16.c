@@ -1,0 +1,175 @@
+/* test_attention_bf16.c — bf16 mixed-precision flash attention (the bf16 contract of
+ * kernels/attention.h): the AVX512_BF16 variant against the bf16 reference on ragged shapes (forward
+ * o and lse, backward dq/dk/dv accumulated onto random gradients), with and without dropout; the
+ * backward's += semantics; bit-identical results for 1 and 2 threads; the bf16 reference against the
+ * fp32 reference (close, but not identical: the roundings happen), forward and backward; dispatch.
+ * Finite differences of the bf16 forward are not meaningful (its roundings make it piecewise
+ * constant at the eps scale), so the bf16 backward is checked against the fp32 reference backward.
+ *
+ * Tolerances (max |a-b| / max |b| over an array, test_rel_err_f), inputs N(0,1):
+ *   VAR_TOL  2e-3: AVX512_BF16 vs bf16 reference. Same rounding points, different fp32 summation
+ *            orders; a sum that lands on the other side of a bf16 rounding boundary changes one
+ *            operand by one bf16 ulp (2^-8 relative), so results are not bit-equal. lse 1e-5 (fp32
+ *            only). Measured max 6e-4 (dq), 2e-7 (lse).
+ *   BF16_TOL 3e-2: bf16 reference vs fp32 reference: operands carry 2^-9 relative error each;
+ *            measured max 9e-3 (lse), 6e-3 (dq, dk), 4e-3 (o, dv). At T=1 dq and dk are zero up to
+ *            rounding noise in both, so they are not compared there.
+ *   ACC_TOL  1e-6: (grad from g0) - g0 vs grad from zero: fp32 addition only. */
+#include "test.h"
+#include "test_attention.h"
+#include "core/core.h"
+#include "kernels/attention.h"
+#include "kernels/kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define VAR_TOL 2e-3
+#define LSE_TOL 1e-5
+#define BF16_TOL 3e-2
+#define ACC_TOL 1e-6
+
+static gptc_rng g_rng;
+
+static const variant k_ref_bf16 = {"bf16 ref", gptc_flash_fwd_bf16_ref, gptc_flash_bwd_bf16_ref};
+static const variant k_ref_fp32 = {"fp32 ref", gptc_flash_fwd_ref, gptc_flash_bwd_ref};
+static const variant k_avx512_bf16 = {"avx512bf16", gptc_flash_fwd_bf16_avx512, gptc_flash_bwd_bf16_avx512};
+
+static int have_avx512bf16(void) { return gptc_kernels_level("avx512") != NULL && gptc_cpu()->avx512bf16; }
+
+/* e[0..4] = rel errors of o, lse, dq, dk, dv of got against want */
+static void fb_errs(double e[5], const fb_out *got, const fb_out *want, size_t n, size_t nl) {
+    e[0] = test_rel_err_f(got->o, want->o, n), e[1] = test_rel_err_f(got->lse, want->lse, nl);
+    e[2] = test_rel_err_f(got->dq, want->dq, n), e[3] = test_rel_err_f(got->dk, want->dk, n);
+    e[4] = test_rel_err_f(got->dv, want->dv, n);
+}
+static const char *const k_what[5] = {"o", "lse", "dq", "dk", "dv"};
+
+TEST(attention_bf16_avx512_vs_ref) {
+    if (!have_avx512bf16()) {
+        printf("    (no AVX512_BF16 on this CPU or level capped: the dispatch uses the bf16 reference)\n");
+        return;
+    }
+    gptc_rng_seed(&g_rng, 21);
+    const int Ts[] = {1, 2, 7, 16, 17, 64, 65, 130}, HSs[] = {1, 13, 24, 40, 64, 80}, NHs[] = {1, 3};
+    const float ps[] = {0.0f, 0.2f};
+    const int B = 2;
+    double worst[5] = {0};
+    for (int ti = 0; ti < 8; ti++)
+        for (int hi = 0; hi < 6; hi++)
+            for (int ni = 0; ni < 2; ni++)
+                for (int pi = 0; pi < 2; pi++) {
+                    int T = Ts[ti], HS = HSs[hi], NH = NHs[ni];
+                    float p = ps[pi];
+                    size_t n = (size_t)B * NH * T * HS, nl = (size_t)B * NH * T;
+                    float *q = test_randn_f(&g_rng, n, 1.0), *k = test_randn_f(&g_rng, n, 1.0);
+                    float *v = test_randn_f(&g_rng, n, 1.0), *dO = test_randn_f(&g_rng, n, 1.0);
+                    float *g0 = test_randn_f(&g_rng, 3 * n, 0.5);
+                    fb_out want = run_fb(&k_ref_bf16, q, k, v, dO, g0, B, NH, T, HS, p, 77);
+                    fb_out got = run_fb(&k_avx512_bf16, q, k, v, dO, g0, B, NH, T, HS, p, 77);
+                    double e[5];
+                    fb_errs(e, &got, &want, n, nl);
+                    for (int w = 0; w < 5; w++) {
+                        if (e[w] > worst[w]) worst[w] = e[w];
+                        CHECK_MSG(e[w] <= (w == 1 ? LSE_TOL : VAR_TOL), "T=%d HS=%d NH=%d p=%g: %s rel err %.3g", T,
+                                  HS, NH, (double)p, k_what[w], e[w]);
+                    }
+                    fb_free(&got), fb_free(&want);
+                    free(q), free(k), free(v), free(dO), free(g0);
+                }
+    printf("    worst rel err o %.2g lse %.2g dq %.2g dk %.2g dv %.2g\n", worst[0], worst[1], worst[2], worst[3],
+           worst[4]);
+}
+
+/* The backward adds: from g0 it gives g0 + (its result from zero), to fp32 addition. */
+TEST(attention_bf16_backward_accumulates) {
+    variant vs[2] = {k_ref_bf16, k_avx512_bf16};
+    int nv = have_avx512bf16() ? 2 : 1;
+    gptc_rng_seed(&g_rng, 22);
+    const int B = 1, NH = 2, T = 37, HS = 24;
+    size_t n = (size_t)B * NH * T * HS;
+    float *q = test_randn_f(&g_rng, n, 1.0), *k = test_randn_f(&g_rng, n, 1.0), *v = test_randn_f(&g_rng, n, 1.0);
+    float *dO = test_randn_f(&g_rng, n, 1.0), *g0 = test_randn_f(&g_rng, 3 * n, 0.5), *z = test_zeros_f(3 * n);
+    for (int vi = 0; vi < nv; vi++) {
+        fb_out a = run_fb(&vs[vi], q, k, v, dO, g0, B, NH, T, HS, 0.1f, 3);
+        fb_out b = run_fb(&vs[vi], q, k, v, dO, z, B, NH, T, HS, 0.1f, 3);
+        float *gs[3] = {a.dq, a.dk, a.dv}, *hs[3] = {b.dq, b.dk, b.dv};
+        for (int w = 0; w < 3; w++) {
+            for (size_t i = 0; i < n; i++) gs[w][i] -= g0[(size_t)w * n + i];
+            double e = test_rel_err_f(gs[w], hs[w], n);
+            CHECK_MSG(e <= ACC_TOL, "%s: %s from g0 minus g0 vs from zero rel err %.3g", vs[vi].name, k_what[2 + w], e);
+        }
+        fb_free(&a), fb_free(&b);
+    }
+    free(q), free(k), free(v), free(dO), free(g0), free(z);
+}
+
+TEST(attention_bf16_threads_bitwise) {
+    variant vs[2] = {k_ref_bf16, k_avx512_bf16};
+    int nv = have_avx512bf16() ? 2 : 1, saved = gptc_threads();
+    gptc_rng_seed(&g_rng, 23);
+    const int B = 2, NH = 3, T = 130, HS = 40;
+    size_t n = (size_t)B * NH * T * HS, nl = (size_t)B * NH * T;
+    float *q = test_randn_f(&g_rng, n, 1.0), *k = test_randn_f(&g_rng, n, 1.0), *v = test_randn_f(&g_rng, n, 1.0);
+    float *dO = test_randn_f(&g_rng, n, 1.0), *g0 = test_randn_f(&g_rng, 3 * n, 0.5);
+    for (int vi = 0; vi < nv; vi++)
+        for (int pi = 0; pi < 2; pi++) {
+            float p = pi ? 0.1f : 0.0f;
+            gptc_set_threads(1);
+            fb_out a = run_fb(&vs[vi], q, k, v, dO, g0, B, NH, T, HS, p, 5);
+            gptc_set_threads(2);
+            fb_out b = run_fb(&vs[vi], q, k, v, dO, g0, B, NH, T, HS, p, 5);
+            CHECK_MSG(memcmp(a.o, b.o, n * 4) == 0 && memcmp(a.lse, b.lse, nl * 4) == 0 &&
+                          memcmp(a.dq, b.dq, n * 4) == 0 && memcmp(a.dk, b.dk, n * 4) == 0 &&
+                          memcmp(a.dv, b.dv, n * 4) == 0,
+                      "%s p=%g: 1 and 2 threads differ", vs[vi].name, (double)p);
+            fb_free(&a), fb_free(&b);
+        }
+    gptc_set_threads(saved);
+    free(q), free(k), free(v), free(dO), free(g0);
+}
+
+/* bf16 reference vs fp32 reference, forward and backward: within BF16_TOL, and not bit-equal */
+TEST(attention_bf16_ref_vs_fp32_ref) {
+    gptc_rng_seed(&g_rng, 24);
+    const int Ts[] = {1, 17, 65, 130}, HSs[] = {13, 64};
+    const float ps[] = {0.0f, 0.2f};
+    const int B = 2, NH = 2;
+    double worst[5] = {0};
+    for (int ti = 0; ti < 4; ti++)
+        for (int hi = 0; hi < 2; hi++)
+            for (int pi = 0; pi < 2; pi++) {
+                int T = Ts[ti], HS = HSs[hi];
+                float p = ps[pi];
+                size_t n = (size_t)B * NH * T * HS, nl = (size_t)B * NH * T;
+                float *q = test_randn_f(&g_rng, n, 1.0), *k = test_randn_f(&g_rng, n, 1.0);
+                float *v = test_randn_f(&g_rng, n, 1.0), *dO = test_randn_f(&g_rng, n, 1.0);
+                float *g0 = test_zeros_f(3 * n);
+                fb_out want = run_fb(&k_ref_fp32, q, k, v, dO, g0, B, NH, T, HS, p, 9);
+                fb_out got = run_fb(&k_ref_bf16, q, k, v, dO, g0, B, NH, T, HS, p, 9);
+                double e[5];
+                fb_errs(e, &got, &want, n, nl);
+                for (int w = 0; w < 5; w++) {
+                    if (T == 1 && (w == 2 || w == 3)) continue; /* dq, dk are 0 up to rounding noise */
+                    if (e[w] > worst[w]) worst[w] = e[w];
+                    CHECK_MSG(e[w] <= BF16_TOL, "T=%d HS=%d p=%g: %s bf16 vs fp32 rel err %.3g", T, HS, (double)p,
+                              k_what[w], e[w]);
+                }
+                /* the roundings happen (T=1: o is bf(v); dk is 0 up to noise) */
+                CHECK_MSG(memcmp(got.o, want.o, n * 4) != 0, "T=%d HS=%d: bf16 o equals fp32 o", T, HS);
+                CHECK_MSG(memcmp(got.dv, want.dv, n * 4) != 0, "T=%d HS=%d: bf16 dv equals fp32 dv", T, HS);
+                if (T > 1) CHECK_MSG(memcmp(got.dk, want.dk, n * 4) != 0, "T=%d HS=%d: bf16 dk equals fp32", T, HS);
+                fb_free(&got), fb_free(&want);
+                free(q), free(k), free(v), free(dO), free(g0);
+            }
+    printf("    worst rel err o %.2g lse %.2g dq %.2g dk %.2g dv %.2g\n", worst[0], worst[1], worst[2], worst[3],
+           worst[4]);
+}
+
+TEST(attention_bf16_dispatch) {
+    int fast = strcmp(gptc_kernels_get()->variant, "avx512") == 0 && gptc_cpu()->avx512bf16;
+    CHECK_MSG(strcmp(gptc_flash_bf16_variant(), fast ? "avx512bf16" : "ref") == 0, "bf16 flash %s, table %s",
+              gptc_flash_bf16_variant(), gptc_kernels_get()->variant);
+    CHECK(gptc_flash_fwd_bf16() == (fast ? gptc_flash_fwd_bf16_avx512 : gptc_flash_fwd_bf16_ref));
+    CHECK(gptc_flash_bwd_bf16() == (fast ? gptc_flash_bwd_bf16_avx512 : gptc_flash_bwd_bf16_ref));
+}
