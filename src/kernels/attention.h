@@ -38,6 +38,10 @@ size_t gptc_flash_scratch(int T, int HS);
 size_t gptc_flash_scratch_ref(int T, int HS);
 size_t gptc_flash_scratch_avx2(int T, int HS);
 size_t gptc_flash_scratch_avx512(int T, int HS);
+/* the same for the bf16 variants (gptc_flash_fwd_bf16 / gptc_flash_bwd_bf16) */
+size_t gptc_flash_scratch_bf16(int T, int HS);
+size_t gptc_flash_scratch_bf16_ref(int T, int HS);
+size_t gptc_flash_scratch_bf16_avx512(int T, int HS);
 
 /* Each variant by name, for tests and benchmarks. The avx2/avx512 ones may only be called when
  * gptc_kernels_level("avx2"/"avx512") is non-NULL (they are compiled for that ISA). */

@@ -229,8 +229,9 @@ void gptc_model_act_bytes(const gptc_model_config *cfg, int B, int T, bool naive
 
 void gptc_model_bind_kernels(gptc_model *m) {
     m->gemm = m->precision == GPTC_PRECISION_BF16 ? m->k->gemm_bf16 : m->k->gemm;
-    m->flash_fwd = gptc_flash_fwd();
-    m->flash_bwd = gptc_flash_bwd();
+    bool bf16 = m->precision == GPTC_PRECISION_BF16;
+    m->flash_fwd = bf16 ? gptc_flash_fwd_bf16() : gptc_flash_fwd();
+    m->flash_bwd = bf16 ? gptc_flash_bwd_bf16() : gptc_flash_bwd();
 }
 
 /* the [L] pointer arrays of gptc_acts, in one block: 21 per-layer fields */

@@ -80,7 +80,10 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
                       .a = buf, .b = buf + threads, .ta = buf + 2 * threads, .tb = buf + 3 * threads};
     step_gemms(&g, r);
     size_t work = g.transient;
-    size_t flash = r->naive_attention ? 0 : gptc_flash_scratch(r->seq, r->model.channels / r->model.heads);
+    int HS = r->model.channels / r->model.heads;
+    size_t flash = r->naive_attention ? 0
+                   : r->dtype == GPTC_PRECISION_BF16 ? gptc_flash_scratch_bf16(r->seq, HS)
+                                                     : gptc_flash_scratch(r->seq, HS);
     for (int t = 0; t < threads; t++) work += g.a[t] + g.b[t] + flash;
     free(buf);
 

@@ -27,6 +27,11 @@ size_t gptc_flash_scratch_ref(int T, int HS) {
            gptc_alloc_block_bytes(sizeof(float) * 2 * (size_t)BC * HS);
 }
 
+size_t gptc_flash_scratch_bf16_ref(int T, int HS) {
+    /* and tl_bf16: the rounded operands, (3,T,HS) in the forward, (4,T,HS) in the backward */
+    return gptc_flash_scratch_ref(T, HS) + gptc_alloc_block_bytes(sizeof(float) * 4 * (size_t)T * HS);
+}
+
 static float dotf(const float *a, const float *b, int n) {
     float s = 0;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
@@ -214,6 +219,9 @@ gptc_flash_fwd_fn gptc_flash_fwd_bf16(void) {
 }
 gptc_flash_bwd_fn gptc_flash_bwd_bf16(void) {
     return flash_bf16_fast() ? gptc_flash_bwd_bf16_avx512 : gptc_flash_bwd_bf16_ref;
+}
+size_t gptc_flash_scratch_bf16(int T, int HS) {
+    return flash_bf16_fast() ? gptc_flash_scratch_bf16_avx512(T, HS) : gptc_flash_scratch_bf16_ref(T, HS);
 }
 const char *gptc_flash_bf16_variant(void) { return flash_bf16_fast() ? "avx512bf16" : "ref"; }
 

@@ -24,6 +24,31 @@ static _Thread_local gptc_workspace tl_fwd, tl_bwd;
 
 static inline size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 
+/* Words (= floats) of each per-thread scratch region, each a multiple of 16 so every region is
+ * aligned; one definition for the kernels and gptc_flash_scratch_bf16_avx512. */
+#define FWD_SIZES(HS)                                                                                     \
+    const size_t n_acc = (size_t)BR * up16((size_t)(HS)), n_qb = up16((size_t)BR * (((HS) + 1) / 2));    \
+    const size_t n_kt = (size_t)(((HS) + 1) / 2) * BC, n_vt = (size_t)BC / 2 * up16((size_t)(HS));       \
+    const size_t n_tmp = (size_t)BC * (((HS) + 1) / 2)
+#define BWD_SIZES(T, HS)                                                                                  \
+    const size_t n_D = up16((size_t)(T)), n_rows = up16((size_t)(T) * (((HS) + 1) / 2));                  \
+    const size_t n_pairs = (size_t)(((T) + 1) / 2) * up16((size_t)(HS));                                 \
+    const size_t n_kt = (size_t)(((HS) + 1) / 2) * BC, n_kv = (size_t)BC / 2 * up16((size_t)(HS));       \
+    const size_t n_tmp = (size_t)BC * (((HS) + 1) / 2), n_grad = (size_t)(HS) * BC
+
+size_t gptc_flash_scratch_bf16_avx512(int T, int HS) {
+    size_t fwd, bwd;
+    {
+        FWD_SIZES(HS);
+        fwd = n_acc + n_qb + n_kt + n_vt + n_tmp;
+    }
+    {
+        BWD_SIZES(T, HS);
+        bwd = n_D + 2 * n_rows + 2 * n_pairs + 2 * n_kt + n_kv + n_tmp + 2 * n_grad;
+    }
+    return gptc_alloc_block_bytes(sizeof(float) * fwd) + gptc_alloc_block_bytes(sizeof(float) * bwd);
+}
+
 /* acc + the pairwise dot of the pair word x (broadcast) with the 16 pairs at tile (64-byte aligned) */
 static inline __m512 dp_bcast(__m512 acc, uint32_t x, const uint32_t *tile) {
     return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32((int)x), (__m512bh)_mm512_load_si512(tile));
@@ -123,9 +148,7 @@ void gptc_flash_fwd_bf16_avx512(float *o, float *lse, const float *q, const floa
     const uint32_t thr = gptc_flash_threshold(dropout);
     const int ntiles = (T + BR - 1) / BR, HP = (HS + 1) / 2, HSP = (int)up16((size_t)HS);
     const long ntasks = (long)B * NH * ntiles;
-    /* words (= floats) of each scratch region, each a multiple of 16 so every region is aligned */
-    const size_t n_acc = (size_t)BR * HSP, n_qb = up16((size_t)BR * HP), n_kt = (size_t)HP * BC;
-    const size_t n_vt = (size_t)BC / 2 * HSP, n_tmp = (size_t)BC * HP;
+    FWD_SIZES(HS);
 #pragma omp parallel
     {
         float *acc = gptc_workspace_get(&tl_fwd, n_acc + n_qb + n_kt + n_vt + n_tmp); /* (BR,HS) fp32 */
@@ -181,9 +204,7 @@ void gptc_flash_bwd_bf16_avx512(float *dq, float *dk, float *dv, const float *do
     const float scale = 1.0f / sqrtf((float)HS), inv_keep = 1.0f / (1.0f - dropout);
     const uint32_t thr = gptc_flash_threshold(dropout);
     const int HP = (HS + 1) / 2, HSP = (int)up16((size_t)HS), npairs = (T + 1) / 2;
-    const size_t n_D = up16((size_t)T), n_rows = up16((size_t)T * HP), n_pairs = (size_t)npairs * HSP;
-    const size_t n_kt = (size_t)HP * BC, n_kv = (size_t)BC / 2 * HSP, n_tmp = (size_t)BC * HP;
-    const size_t n_grad = (size_t)HS * BC;
+    BWD_SIZES(T, HS);
 #pragma omp parallel
     {
         float *D = gptc_workspace_get(&tl_bwd, n_D + 2 * n_rows + 2 * n_pairs + 2 * n_kt + n_kv + n_tmp + 2 * n_grad);
