@@ -45,7 +45,7 @@ for T in $TS; do
     t=$(field "$tmp/torch-openmp.log" "tokens/s" "torch: median")
     tp=$(field "$tmp/torch-pthread.log" "tokens/s" "torch: median")
     flops=$(field "$tmp/best.log" "model" "FLOPs/token")
-    peak=$(awk '/measured peak/ { for (i = 1; i <= NF; i++) if ($i == "peak") print $(i + 1) }' "$tmp/best.log")
+    peak=$(awk '/measured/ && /peak/ { for (i = 1; i <= NF; i++) if ($i == "peak") print $(i + 1) }' "$tmp/best.log")
     awk -v T="$T" -v g="$g" -v r="$r" -v t="$t" -v tp="$tp" -v f="$flops" -v p="$peak" 'BEGIN {
         printf "| %d | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.2fx | %.1f%% | %.1f%% |\n", T, g, r, t, tp,
                g / t, g / tp, g / r, 100 * g * f / 1e9 / p, 100 * t * f / 1e9 / p }'

@@ -195,11 +195,16 @@ int gptc_cmd_train(int argc, char **argv) {
            r.ms_per_step, r.tokens_per_s, r.steps_run, r.first_step, r.first_loss, r.last_loss);
     if (!isnan(r.last_val_loss)) printf("; val loss %.4f -> %.4f", r.first_val_loss, r.last_val_loss);
     printf(")\n");
-    /* MFU against the peak this machine measures now, on the threads the run used */
-    double peak = gptc_peak_gflops(c.t.threads), flops = gptc_model_flops_per_token(&r.model, c.t.seq);
+    /* MFU against the peak this machine measures now, on the threads the run used: for bf16 the
+     * vdpbf16ps peak where the CPU has AVX512_BF16 (else bf16 runs on fp32 FMAs: the fp32 peak) */
+    double peak = 0, flops = gptc_model_flops_per_token(&r.model, c.t.seq);
+    const char *kind = "fp32";
+    if (c.t.dtype == GPTC_PRECISION_BF16 && (peak = gptc_peak_bf16_gflops(c.t.threads)) > 0) kind = "bf16";
+    if (peak <= 0) peak = gptc_peak_gflops(c.t.threads);
     if (peak > 0)
-        printf("train: %.3g model FLOPs/token, %.1f GFLOP/s achieved, measured peak %.1f GFLOP/s on %d threads, MFU %.1f%%\n",
-               flops, r.tokens_per_s * flops / 1e9, peak, c.t.threads ? c.t.threads : gptc_threads(),
+        printf("train: %.3g model FLOPs/token, %.1f GFLOP/s achieved, measured %s peak %.1f GFLOP/s on %d threads, "
+               "MFU %.1f%%\n",
+               flops, r.tokens_per_s * flops / 1e9, kind, peak, c.t.threads ? c.t.threads : gptc_threads(),
                100.0 * r.tokens_per_s * flops / 1e9 / peak);
     return 0;
 }
