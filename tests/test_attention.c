@@ -243,13 +243,13 @@ TEST(attention_flash_dropout_gradcheck) {
     }
 }
 
-TEST(attention_flash_threads_bitwise) {
-    variant vs[3];
-    int nv = variants(vs), saved = gptc_threads();
-    gptc_rng_seed(&g_rng, 15);
-    const int B = 2, NH = 3, T = 130, HS = 64;
+void check_flash_threads_bitwise(const variant *vs, int nv, int HS, uint64_t seed) {
+    int saved = gptc_threads();
+    gptc_rng_seed(&g_rng, seed);
+    const int B = 2, NH = 3, T = 130;
     size_t n = (size_t)B * NH * T * HS, nl = (size_t)B * NH * T;
-    float *q = test_randn_f(&g_rng, n, 1.0), *k = test_randn_f(&g_rng, n, 1.0), *v = test_randn_f(&g_rng, n, 1.0), *dO = test_randn_f(&g_rng, n, 1.0), *g0 = test_randn_f(&g_rng, 3 * n, 0.5);
+    float *q = test_randn_f(&g_rng, n, 1.0), *k = test_randn_f(&g_rng, n, 1.0), *v = test_randn_f(&g_rng, n, 1.0);
+    float *dO = test_randn_f(&g_rng, n, 1.0), *g0 = test_randn_f(&g_rng, 3 * n, 0.5);
     for (int vi = 0; vi < nv; vi++)
         for (int pi = 0; pi < 2; pi++) {
             float p = pi ? 0.1f : 0.0f;
@@ -265,6 +265,11 @@ TEST(attention_flash_threads_bitwise) {
         }
     gptc_set_threads(saved);
     free(q), free(k), free(v), free(dO), free(g0);
+}
+
+TEST(attention_flash_threads_bitwise) {
+    variant vs[3];
+    check_flash_threads_bitwise(vs, variants(vs), 64, 15);
 }
 
 TEST(attention_flash_dispatch) {

@@ -106,27 +106,7 @@ TEST(attention_bf16_backward_accumulates) {
 
 TEST(attention_bf16_threads_bitwise) {
     variant vs[2] = {k_ref_bf16, k_avx512_bf16};
-    int nv = have_avx512bf16() ? 2 : 1, saved = gptc_threads();
-    gptc_rng_seed(&g_rng, 23);
-    const int B = 2, NH = 3, T = 130, HS = 40;
-    size_t n = (size_t)B * NH * T * HS, nl = (size_t)B * NH * T;
-    float *q = test_randn_f(&g_rng, n, 1.0), *k = test_randn_f(&g_rng, n, 1.0), *v = test_randn_f(&g_rng, n, 1.0);
-    float *dO = test_randn_f(&g_rng, n, 1.0), *g0 = test_randn_f(&g_rng, 3 * n, 0.5);
-    for (int vi = 0; vi < nv; vi++)
-        for (int pi = 0; pi < 2; pi++) {
-            float p = pi ? 0.1f : 0.0f;
-            gptc_set_threads(1);
-            fb_out a = run_fb(&vs[vi], q, k, v, dO, g0, B, NH, T, HS, p, 5);
-            gptc_set_threads(2);
-            fb_out b = run_fb(&vs[vi], q, k, v, dO, g0, B, NH, T, HS, p, 5);
-            CHECK_MSG(memcmp(a.o, b.o, n * 4) == 0 && memcmp(a.lse, b.lse, nl * 4) == 0 &&
-                          memcmp(a.dq, b.dq, n * 4) == 0 && memcmp(a.dk, b.dk, n * 4) == 0 &&
-                          memcmp(a.dv, b.dv, n * 4) == 0,
-                      "%s p=%g: 1 and 2 threads differ", vs[vi].name, (double)p);
-            fb_free(&a), fb_free(&b);
-        }
-    gptc_set_threads(saved);
-    free(q), free(k), free(v), free(dO), free(g0);
+    check_flash_threads_bitwise(vs, have_avx512bf16() ? 2 : 1, 40, 23);
 }
 
 /* bf16 reference vs fp32 reference, forward and backward: within BF16_TOL, and not bit-equal */

@@ -7,6 +7,7 @@
 #include "kernels/attention.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 
 enum { BR = 64, BC = 16 }; /* query rows per forward task, keys per tile (one zmm) */
@@ -28,6 +29,21 @@ static inline __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_scalef_ps(p, n);
+}
+
+/* One key tile of a query row's online softmax: s (16) scaled scores, the first nv valid; updates
+ * the row's running max *m and denominator *l (unnormalised probabilities, before dropout), sets
+ * *corr to the factor the row's accumulator must be rescaled by, and returns the tile's
+ * probabilities exp(s - max) (zero past nv). */
+static inline __m512 online_softmax16(__m512 s, int nv, float *m, float *l, float *corr) {
+    __mmask16 valid = (__mmask16)((1u << nv) - 1u);
+    float mb = _mm512_mask_reduce_max_ps(valid, s);
+    float mnew = *m > mb ? *m : mb;
+    *corr = expf(*m - mnew);
+    __m512 p = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(s, _mm512_set1_ps(mnew))));
+    *l = *l * *corr + _mm512_reduce_add_ps(p);
+    *m = mnew;
+    return p;
 }
 
 /* The 16 lanes of chunk c0 of a length-HS row: all, or the tail. */

@@ -170,13 +170,9 @@ void gptc_flash_fwd_bf16_avx512(float *o, float *lse, const float *q, const floa
                 pack_key_pairs(vt, vh, j0, nk, HS, HSP);
                 for (int i = i0 > j0 ? i0 : j0; i < i1; i++) {
                     int nv = i + 1 - j0 < nk ? i + 1 - j0 : nk, r = i - i0;
-                    __mmask16 valid = (__mmask16)((1u << nv) - 1u);
                     __m512 s = _mm512_mul_ps(row_dot_tile(qb + (size_t)r * HP, kt, HP), _mm512_set1_ps(scale));
-                    float mb = _mm512_mask_reduce_max_ps(valid, s);
-                    float mnew = m[r] > mb ? m[r] : mb, corr = expf(m[r] - mnew);
-                    __m512 p = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(s, _mm512_set1_ps(mnew))));
-                    l[r] = l[r] * corr + _mm512_reduce_add_ps(p);
-                    m[r] = mnew;
+                    float corr;
+                    __m512 p = online_softmax16(s, nv, &m[r], &l[r], &corr);
                     if (dropout > 0)
                         p = _mm512_maskz_mul_ps(keep16(seed, bh * T + i, j0, thr), p, _mm512_set1_ps(inv_keep));
                     _mm256_storeu_si256((__m256i *)pw, (__m256i)_mm512_cvtneps_pbh(p)); /* bf(p~ z), key pairs */
