@@ -8,13 +8,14 @@
 
 #include <omp.h>
 
-/* GFLOP/s of probe(iters) on nt threads, flops_per_iter FLOPs per iteration, best of 4 rounds. */
+/* GFLOP/s of probe(iters) on nt threads, flops_per_iter FLOPs per iteration, best of 10 rounds (~0.4 s
+ * in all), so that another process taking a core for part of the time does not halve the figure. */
 static double measure(float (*probe)(long), double flops_per_iter, int threads) {
     int nt = threads > 0 ? threads : omp_get_max_threads();
     const long iters = 2000000; /* ~ 0.4 GFLOP (fp32) / 0.8 GFLOP (bf16) per thread per round */
     double best = 0;
     volatile float sink = 0;
-    for (int round = 0; round < 4; round++) {
+    for (int round = 0; round < 10; round++) {
         double t0 = gptc_now();
 #pragma omp parallel num_threads(nt)
         {
