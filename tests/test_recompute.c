@@ -1,6 +1,6 @@
 /* test_recompute.c — activation recomputation (--recompute gelu|attn|block): the same losses and
  * gradients as keeping everything, bit for bit, at every kernel level, fused and unfused, flash and
- * naive attention; the fused residual+LayerNorm gives the bits of residual then LayerNorm (what the
+ * naive attention, fp32 and (at the best level) bf16; the fused residual+LayerNorm gives the bits of residual then LayerNorm (what the
  * block recompute relies on); and the planned activation arenas shrink level by level. */
 #include "test.h"
 #include "model/gpt2.h"
@@ -31,6 +31,8 @@ static void bind_level_flash(gptc_model *m, int level) {
 /* STEPS training steps (the first through forward_backward, the second through forward then backward,
  * an SGD update between them) of a fresh model; losses[STEPS] and the gradients of each step,
  * grads (STEPS, num_floats) (malloc'd, the caller frees). */
+static gptc_precision g_precision; /* of the models run() makes */
+
 static float *run(int level, bool naive, bool fuse, gptc_recompute rc, float *losses, size_t *n) {
     gptc_model m;
     if (gptc_model_init(&m, &k_cfg)) return NULL;
@@ -39,8 +41,9 @@ static float *run(int level, bool naive, bool fuse, gptc_recompute rc, float *lo
     m.naive_attention = naive;
     m.fuse = fuse;
     m.recompute = rc;
+    m.precision = g_precision;
     if (gptc_model_alloc_train(&m, B, T)) return NULL;
-    bind_level_flash(&m, level);
+    if (g_precision == GPTC_PRECISION_FP32) bind_level_flash(&m, level); /* bf16: the best level's bf16 flash */
     *n = m.num_floats;
     float *g = malloc(sizeof(float) * STEPS * m.num_floats);
     int in[B * T], tg[B * T];
@@ -61,9 +64,11 @@ static float *run(int level, bool naive, bool fuse, gptc_recompute rc, float *lo
     return g;
 }
 
-TEST(recompute_bit_identical) {
+/* every recompute level against none, bit for bit, for kernel levels [lo, hi], naive and flash, fused and
+ * unfused, in g_precision */
+static void check_levels(int lo, int hi) {
     int combos = 0;
-    for (int level = 0; level < 3; level++) {
+    for (int level = lo; level <= hi; level++) {
         if (!gptc_kernels_level(k_levels[level])) {
             printf("    %s: not available on this CPU, skipped\n", k_levels[level]);
             continue;
@@ -95,6 +100,19 @@ TEST(recompute_bit_identical) {
             }
     }
     CHECK(combos > 0);
+}
+
+TEST(recompute_bit_identical) {
+    g_precision = GPTC_PRECISION_FP32;
+    check_levels(0, 2);
+}
+
+/* bf16 (the GEMMs and flash attention of --dtype bf16) at the best level this CPU runs */
+TEST(recompute_bit_identical_bf16) {
+    g_precision = GPTC_PRECISION_BF16;
+    int best = gptc_kernels_level("avx512") ? 2 : gptc_kernels_level("avx2") ? 1 : 0;
+    check_levels(best, best);
+    g_precision = GPTC_PRECISION_FP32;
 }
 
 /* The block recompute normalises a stored residual with layernorm_fwd where the fused forward used
