@@ -6,6 +6,7 @@
 #include "core/core.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,49 @@ const gptc_kernels *gptc_kernels_level(const char *name) {
     return NULL;
 }
 
+/* level index of name, or -1 */
+static int level_of(const char *name, size_t len) {
+    for (int l = 0; l < LEVELS; l++)
+        if (strlen(k_level_names[l]) == len && strncmp(name, k_level_names[l], len) == 0) return l;
+    return -1;
+}
+
+/* The asked level capped at what this CPU runs (warning when capped). */
+static int capped(int asked, int best, const char *what) {
+    if (asked <= best) return asked;
+    gptc_warn("GPTC_KERNELS: %s=%s: this CPU (or OS) cannot run it; using %s", what, k_level_names[asked],
+              k_level_names[best]);
+    return best;
+}
+
+static gptc_kernels g_custom;      /* the table when GPTC_KERNELS overrides single operators */
+static int g_flash_level = -1;     /* the flash attention's level (-1: not chosen yet) */
+
+/* Applies "name=level" to g_custom (or the flash level); false when name or level is unknown. */
+static bool override_op(const char *item, size_t len, int best) {
+    const char *eq = memchr(item, '=', len);
+    if (!eq) return false;
+    size_t nlen = (size_t)(eq - item);
+    int l = level_of(eq + 1, len - nlen - 1);
+    if (l < 0) return false;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)nlen, item);
+    l = capped(l, best, name);
+    if (strcmp(name, "flash") == 0) {
+        g_flash_level = l;
+        return true;
+    }
+    for (int i = 0; i < gptc_kernel_nops; i++)
+        if (strcmp(name, gptc_kernel_ops[i].name) == 0) {
+            size_t off = gptc_kernel_ops[i].offset;
+            memcpy((char *)&g_custom + off, (const char *)build(l) + off, sizeof(void *));
+            if (strcmp(name, "gemm") == 0) g_custom.gemm_isa = build(l)->gemm_isa;
+            if (strcmp(name, "gemm_bf16") == 0) g_custom.gemm_bf16_isa = build(l)->gemm_bf16_isa;
+            return true;
+        }
+    return false;
+}
+
 const gptc_kernels *gptc_kernels_get(void) {
     if (g_table) return g_table;
     int best = LEVEL_REF;
@@ -61,20 +105,37 @@ const gptc_kernels *gptc_kernels_get(void) {
             break;
         }
     int want = best;
+    /* GPTC_KERNELS=LEVEL[,OP=LEVEL...]: the level of the whole table, then single operators (names as
+     * `gptc info` lists them, and `flash` for the flash attention) set to another level */
     const char *env = getenv("GPTC_KERNELS");
+    size_t head = env ? strcspn(env, ",") : 0;
     if (env && *env) {
-        int asked = -1;
-        for (int l = 0; l < LEVELS; l++)
-            if (strcmp(env, k_level_names[l]) == 0) asked = l;
+        int asked = level_of(env, head);
         if (asked < 0)
-            gptc_warn("GPTC_KERNELS=%s: unknown variant (expected ref, avx2 or avx512); using %s", env, k_level_names[best]);
-        else if (asked > best)
-            gptc_warn("GPTC_KERNELS=%s: this CPU (or OS) cannot run it; using %s", env, k_level_names[best]);
+            gptc_warn("GPTC_KERNELS=%s: unknown variant %.*s (expected ref, avx2 or avx512); using %s", env, (int)head,
+                      env, k_level_names[best]);
         else
-            want = asked;
+            want = capped(asked, best, "the table");
     }
     g_table = build(want);
+    g_flash_level = want;
+    if (env && env[head] == ',') {
+        g_custom = *g_table;
+        for (const char *item = env + head + 1; *item;) {
+            size_t len = strcspn(item, ",");
+            if (!override_op(item, len, best))
+                gptc_warn("GPTC_KERNELS=%s: '%.*s' is not OP=LEVEL with an operator of `gptc info` (or flash) and "
+                          "ref, avx2 or avx512; ignored", env, (int)len, item);
+            item += len + (item[len] == ',');
+        }
+        g_table = &g_custom;
+    }
     return g_table;
+}
+
+int gptc_kernels_flash_level(void) {
+    gptc_kernels_get();
+    return g_flash_level;
 }
 
 const char *gptc_kernels_op_variant(const gptc_kernels *k, int i) {

@@ -104,8 +104,12 @@ typedef struct gptc_kernels {
 /* The table in use: built once from the reference table, then overlaid with the AVX2+FMA entries
  * when the CPU and OS support them, then with the AVX-512 entries. GPTC_KERNELS=ref|avx2|avx512
  * caps the level (asking for one the CPU lacks is reported with gptc_warn and the best available
- * level is used). */
+ * level is used); GPTC_KERNELS=LEVEL,OP=LEVEL,... then sets single operators (and `flash`, the
+ * flash attention) to another level, e.g. "avx512,gemm=ref" (what `gptc bench --ablation` uses). */
 const gptc_kernels *gptc_kernels_get(void);
+/* The level (0 ref, 1 avx2, 2 avx512) of the flash attention that goes with it: the table's level, or
+ * what GPTC_KERNELS=...,flash=LEVEL asked for. */
+int gptc_kernels_flash_level(void);
 /* The reference table, always available. */
 const gptc_kernels *gptc_kernels_ref(void);
 /* A table for one level ("ref", "avx2", "avx512"): the reference overlaid up to that level, or

@@ -189,12 +189,7 @@ void gptc_flash_bwd_bf16_ref(float *dq, float *dk, float *dv, const float *do_, 
 }
 
 /* ---- dispatch: follows the level of the operator table (CPU check and GPTC_KERNELS cap). */
-static int flash_level(void) {
-    const char *v = gptc_kernels_get()->variant;
-    if (strcmp(v, "avx512") == 0) return 2;
-    if (strcmp(v, "avx2") == 0) return 1;
-    return 0;
-}
+static int flash_level(void) { return gptc_kernels_flash_level(); }
 gptc_flash_fwd_fn gptc_flash_fwd(void) {
     static const gptc_flash_fwd_fn fns[] = {gptc_flash_fwd_ref, gptc_flash_fwd_avx2, gptc_flash_fwd_avx512};
     return fns[flash_level()];
