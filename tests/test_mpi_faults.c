@@ -19,7 +19,8 @@ TEST(mpi_rank_killed_ends_the_job) {
     }
     CHECK_MSG(rc == 0, "kill_rank.sh exited %d:\n%s", rc, out ? out : "");
     CHECK_MSG(out && strstr(out, "PASS: sigkill"), "no PASS for the SIGKILLed rank:\n%s", out ? out : "");
-    CHECK_MSG(out && strstr(out, "PASS: watchdog"), "no PASS for the SIGSTOPped rank:\n%s", out ? out : "");
+    CHECK_MSG(out && strstr(out, "PASS: watchdog:"), "no PASS for the SIGSTOPped rank:\n%s", out ? out : "");
+    CHECK_MSG(out && strstr(out, "PASS: watchdog-thread:"), "no PASS for the thread watchdog:\n%s", out ? out : "");
     /* the gptc case runs once gptc is built with MPI; until then the script says why not */
     CHECK_MSG(out && (strstr(out, "PASS: gptc") || strstr(out, "not built with MPI")), "gptc case neither passed nor explained:\n%s",
               out ? out : "");

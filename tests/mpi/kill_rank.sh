@@ -6,6 +6,7 @@
 #   sigkill   tests/mpi/hello_allreduce --loop, rank 1 SIGKILLed mid-collective;
 #   watchdog  the same with --watchdog 3, rank 1 SIGSTOPped (alive but silent: Open MPI alone would
 #             wait forever), so rank 0's watchdog must abort the job;
+#   wdthread  the same with a blocking MPI_Allreduce and --watchdog-thread 3 (a thread that _exits);
 #   gptc      `gptc train` on 2 ranks with checkpoints every 10 steps, rank 1 SIGKILLed after the
 #             first checkpoint; then the newest checkpoint must still load (`gptc sample`). Run only
 #             when GPTC_BIN is built with MPI (its `train --help` lists --bucket-mb) and DATA is given.
@@ -87,6 +88,16 @@ run_case() {
         fail "$name: mpirun still running $bound s after SIG$sig to rank 1 (pid $victim): the job hangs"
     fi
     job=""
+    # mpirun has exited: no rank may outlive it by more than 2 s (the SIGSTOPped one included);
+    # a zombie waiting for init to reap it counts as gone
+    sleep 2
+    for f in "$work"/pid.*; do
+        st=$(ps -o stat= -p "$(cat "$f")" 2>/dev/null || true)
+        case $st in
+            '' | Z*) ;;
+            *) fail "$name: ${f##*/} (pid $(cat "$f"), state $st) still alive after mpirun exited" ;;
+        esac
+    done
 }
 
 # sigkill: Open MPI's own teardown when a rank dies mid-collective
@@ -102,6 +113,13 @@ run_case watchdog STOP "$work/stamp2" "$work/hello" --loop --watchdog 3 --stamp 
 grep -q 'watchdog' "$work/watchdog.log" || { cat "$work/watchdog.log"; fail "watchdog: output does not name the watchdog"; }
 echo "PASS: watchdog: mpirun exited $case_rc $case_s s after SIGSTOP to rank 1 (watchdog 3 s); it said:"
 grep 'watchdog' "$work/watchdog.log" | head -n 1 | sed 's/^/    /'
+
+# watchdog-thread: the same, the collective a blocking MPI_Allreduce watched by a second thread
+run_case wdthread STOP "$work/stamp3" "$work/hello" --loop --watchdog-thread 3 --stamp "$work/stamp3"
+[ "$case_rc" -ne 0 ] || { cat "$work/wdthread.log"; fail "watchdog-thread: mpirun exited 0"; }
+grep -q 'watchdog' "$work/wdthread.log" || { cat "$work/wdthread.log"; fail "watchdog-thread: output does not name the watchdog"; }
+echo "PASS: watchdog-thread: mpirun exited $case_rc $case_s s after SIGSTOP to rank 1 (watchdog 3 s); it said:"
+grep 'watchdog' "$work/wdthread.log" | head -n 1 | sed 's/^/    /'
 
 # gptc: a real training run with checkpoints
 if [ -z "$GPTC_BIN" ] || [ -z "$DATA" ]; then
