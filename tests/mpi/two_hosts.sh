@@ -13,7 +13,8 @@
 # Prints "PASS: ..." per check; "SKIP: <reason>" and exit 0 when not root, when mpirun/mpicc are
 # missing or when namespaces cannot be made; "FAIL: ..." and exit 1 otherwise. Everything it makes
 # (namespaces, veth, temp folder, processes) is removed on exit.
-# Usage: [GPTC_BIN=build/gptc DATA=dir] sh tests/mpi/two_hosts.sh
+# Usage: [GPTC_BIN=build/gptc DATA=dir] [TWO_HOSTS_BENCH=MAX_MIB] sh tests/mpi/two_hosts.sh
+# (TWO_HOSTS_BENCH also prints hello_allreduce --bench over the veth link, for docs/scaling.md)
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -94,7 +95,7 @@ mpi2() {
     ip netns exec "$nsa" env SHELL=/bin/sh OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         timeout -k 5 120 mpirun --allow-run-as-root -H "$addr_a,$addr_b" -np 2 \
         --mca plm_rsh_agent "$work/netns-rsh" --mca plm_rsh_no_tree_spawn 1 \
-        --mca pml ob1 --mca btl self,tcp \
+        --mca pml ob1 --mca btl self,tcp --mca mpi_yield_when_idle 1 \
         --mca btl_tcp_if_include 10.213.0.0/24 --mca oob_tcp_if_include 10.213.0.0/24 "$@"
 }
 
@@ -107,6 +108,10 @@ cat "$work/hello.log"
 grep -q '^allreduce ok: 2 ranks' "$work/hello.log" || fail "hello_allreduce: no exact allreduce"
 grep -q '^network namespaces: 2 distinct of 2 ranks' "$work/hello.log" || fail "the 2 ranks did not run in 2 namespaces"
 echo "PASS: allreduce over TCP between 2 network namespaces"
+if [ -n "${TWO_HOSTS_BENCH:-}" ]; then
+    # optional: allreduce latency and bandwidth over the veth link, up to TWO_HOSTS_BENCH MiB
+    mpi2 "$work/hello" --bench "$TWO_HOSTS_BENCH" || fail "hello_allreduce --bench over 2 namespaces"
+fi
 
 if [ -z "$GPTC_BIN" ] || [ -z "$DATA" ]; then
     echo "note: gptc check not run (set GPTC_BIN and DATA)"
