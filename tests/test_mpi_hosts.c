@@ -1,5 +1,6 @@
 /* test_mpi_hosts.c — runs tests/mpi/two_hosts.sh: 2 MPI ranks in two network namespaces joined only
- * by a veth pair, over Open MPI's TCP transport (no shared memory): an exact allreduce, and with gptc
+ * by a veth pair, over Open MPI's TCP transport (no shared memory): an exact allreduce; the link cut
+ * under a running job ends it within 30 s (tuned runtime keepalive), never a hang; and with gptc
  * built with MPI, 2-rank training losses equal to 1 rank with twice the batch. Where namespaces
  * cannot be made (not root, no CAP_NET_ADMIN) or Open MPI is missing, the script says SKIP and this
  * test only reports it. */
@@ -21,6 +22,7 @@ TEST(mpi_two_hosts_over_tcp) {
     CHECK_MSG(out && strstr(out, "network namespaces: 2 distinct of 2 ranks"), "ranks not in 2 namespaces:\n%s", out ? out : "");
     CHECK_MSG(out && strstr(out, "PASS: allreduce over TCP between 2 network namespaces"), "no allreduce PASS:\n%s",
               out ? out : "");
+    CHECK_MSG(out && strstr(out, "PASS: partition:"), "a partition did not end the job in time:\n%s", out ? out : "");
     CHECK_MSG(out && (strstr(out, "PASS: gptc train on 2 namespaces") || strstr(out, "not built with MPI")),
               "gptc check neither passed nor explained:\n%s", out ? out : "");
     free(out);

@@ -6,7 +6,9 @@
 # through an rsh agent that enters the namespace of the host it is given (`ip netns exec`), since
 # there is no ssh. Checks:
 #   1. tests/mpi/hello_allreduce: an exact allreduce, the 2 ranks in 2 distinct network namespaces;
-#   2. with GPTC_BIN built with MPI (its `train --help` lists --bucket-mb) and DATA given: `gptc
+#   2. a network partition (B's link down mid-job) ends the job within 30 s when the runtime's TCP
+#      keepalive is tuned (see below), with mpirun naming the lost daemon;
+#   3. with GPTC_BIN built with MPI (its `train --help` lists --bucket-mb) and DATA given: `gptc
 #      train` on the 2 namespaces (--batch 2 per rank) logs the same losses as 1 rank with --batch 4,
 #      within LOSS_RTOL (default 1e-5) relative, or within one unit of the last printed digit if
 #      that is coarser (the log prints 4 decimals).
@@ -35,9 +37,10 @@ nsa="gptc-a-$id" nsb="gptc-b-$id"
 veth_a="gva$id" veth_b="gvb$id"
 addr_a=10.213.0.1 addr_b=10.213.0.2
 work=$(mktemp -d "${TMPDIR:-/tmp}/gptc-2hosts-XXXXXX")
-made_a="" made_b=""
+made_a="" made_b="" job=""
 
 cleanup() {
+    [ -n "$job" ] && kill -KILL "$job" 2>/dev/null || true
     # processes left in our namespaces (only ours: the namespaces were made by this run)
     for ns in $made_a $made_b; do
         pids=$(ip netns pids "$ns" 2>/dev/null || true)
@@ -112,6 +115,40 @@ if [ -n "${TWO_HOSTS_BENCH:-}" ]; then
     # optional: allreduce latency and bandwidth over the veth link, up to TWO_HOSTS_BENCH MiB
     mpi2 "$work/hello" --bench "$TWO_HOSTS_BENCH" || fail "hello_allreduce --bench over 2 namespaces"
 fi
+
+# A network partition: the link goes down under a running job (no RST, like a dead switch). Ranks
+# and daemons stay alive, so only the runtime's TCP keepalive on its daemon connections can notice:
+# Open MPI's default (300 s idle + 9 probes x 20 s) leaves the job hanging for 8 minutes; with
+# 5 s + 3 x 2 s mpirun must end it within PARTITION_BOUND_S (default 30 s), naming the lost daemon.
+pbound=${PARTITION_BOUND_S:-30}
+mpi2 --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
+    "$work/hello" --loop --stamp "$work/stamp" >"$work/partition.log" 2>&1 &
+job=$!
+waited=0
+until [ -s "$work/stamp" ]; do
+    kill -0 "$job" 2>/dev/null || { cat "$work/partition.log"; fail "partition: the job ended before it ran"; }
+    [ "$waited" -ge 600 ] && { cat "$work/partition.log"; fail "partition: the job did not start in 60 s"; }
+    sleep 0.1
+    waited=$((waited + 1))
+done
+ip -n "$nsb" link set "$veth_b" down
+t0=$(date +%s.%N)
+while kill -0 "$job" 2>/dev/null; do
+    [ "$(awk -v a="$t0" -v n="$(date +%s.%N)" -v b="$pbound" 'BEGIN { print (n - a > b) }')" = 1 ] && {
+        cat "$work/partition.log"; fail "partition: mpirun still running $pbound s after the link went down"; }
+    sleep 0.2
+done
+set +e
+wait "$job"
+rc=$?
+set -e
+job=""
+took=$(awk -v a="$t0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - a }')
+[ "$rc" -ne 0 ] || { cat "$work/partition.log"; fail "partition: mpirun exited 0"; }
+grep -q 'lost communication with a remote daemon' "$work/partition.log" ||
+    { cat "$work/partition.log"; fail "partition: output does not name the lost daemon"; }
+echo "PASS: partition: mpirun exited $rc $took s after the link went down: ORTE has lost communication with a remote daemon"
+ip -n "$nsb" link set "$veth_b" up
 
 if [ -z "$GPTC_BIN" ] || [ -z "$DATA" ]; then
     echo "note: gptc check not run (set GPTC_BIN and DATA)"
