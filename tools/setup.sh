@@ -1,7 +1,8 @@
 #!/bin/sh
 # setup.sh — installs the Debian packages gptc needs when they are missing: apt-get when run as
-# root, otherwise it prints the exact command and fails. Open MPI (openmpi-bin, libopenmpi-dev) and
-# iproute2 are for the MPI build and its tests (tests/mpi). `--torch` adds what `make fixtures` and
+# root, otherwise it prints the exact command and fails. Open MPI is part of the base set: the
+# data-parallel build and its mpirun tests need it (`make MPI=0` builds without); iproute2 makes the
+# network namespaces of tests/mpi/two_hosts.sh. `--torch` adds what `make fixtures` and
 # the PyTorch benchmark need; `--bench` what the kernel benchmarks link against (OpenBLAS); `--node` what the tokenizer fixtures and the tiktoken benchmark need.
 set -e
 need="gcc make libc6-dev libcjson-dev libpcre2-dev openmpi-bin libopenmpi-dev iproute2"
