@@ -23,6 +23,7 @@ typedef struct train_cli {
     int log_every;
     int quiet;
     const char *log_losses;
+    float comm_timeout;
 } train_cli;
 
 #define F(field) offsetof(train_cli, field)
@@ -66,6 +67,7 @@ static const gptc_option g_train_opts[] = {
     {"bucket-mb", OPT_FLOAT, F(t.bucket_mb), "X", "under mpirun: MB of gradients per allreduce bucket, started while the backward runs (0: one allreduce per tensor)", 0, 1e9},
     {"zero", OPT_INT, F(t.zero), "0|1", "under mpirun: 1 splits the AdamW moments over the ranks (ZeRO-1: reduce-scatter, shard update, all-gather)", 0, 1},
     {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
+    {"comm-timeout", OPT_FLOAT, F(comm_timeout), "S", "under mpirun: a rank that waits more than S seconds for the others in one exchange ends the job, naming it (0: wait forever); must exceed rank 0's longest checkpoint write", 0, 1e9},
     {"log-losses", OPT_STRING, F(log_losses), "FILE", "write each step's \"step loss grad_norm lr\" to FILE (full precision, one line a step)", 0, 0},
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
 };
@@ -91,6 +93,7 @@ static void defaults(train_cli *c) {
     c->dtype = "fp32";
     c->recompute = "none";
     c->log_every = 1;
+    c->comm_timeout = 600;
 }
 
 void gptc_cli_error(void) {
@@ -215,6 +218,8 @@ static int run_train(int argc, char **argv) {
 
     /* without --seq, train on the model's whole context (positions never trained sample badly) */
     if (!given_flag(given, "seq")) c.t.seq = c.t.model.context;
+    /* a rank that stops without dying must not hang the others (see src/dist/watchdog.c) */
+    if (gptc_dist_set_comm_timeout(c.comm_timeout)) return usage_error();
     int rank = gptc_dist_rank();
     progress p = {.c = &c, .tty = isatty(STDOUT_FILENO)};
     if (c.log_losses && rank == 0 && !(p.losses = fopen(c.log_losses, "w"))) {

@@ -28,6 +28,17 @@ int gptc_dist_world(void); /* ranks in the job (1 before init) */
 /* 1 when built with MPI (a job of many ranks is possible), 0 when not. */
 int gptc_dist_has_mpi(void);
 
+/* ---- the comm timeout (watchdog.c)
+ * With seconds > 0 in a job of more than one rank, starts a thread that ends this process (one line on
+ * stderr naming the exchange, then exit status 3) once any blocking exchange below, or a wait for a
+ * non-blocking one, has waited more than seconds; mpirun then ends every rank. So a rank that stops
+ * without dying stops the job within the limit instead of hanging it. Call once, after
+ * gptc_dist_init; 0 (or a world of one) does nothing. */
+gptc_status gptc_dist_set_comm_timeout(double seconds);
+/* The backend brackets every wait with these (what: a string literal naming the exchange). */
+void gptc_dist_wait_begin(const char *what);
+void gptc_dist_wait_end(void);
+
 /* ---- collective exchanges (blocking) */
 
 /* x (n) = its sum over the ranks, on every rank. */

@@ -36,7 +36,9 @@ gptc_status gptc_dist_init(void) {
 
 void gptc_dist_finalize(void) {
     if (!g_mpi) return;
+    gptc_dist_wait_begin("MPI_Finalize");
     MPI_Finalize();
+    gptc_dist_wait_end();
     g_mpi = false;
 }
 
@@ -56,7 +58,9 @@ static int as_int(size_t n) {
 
 gptc_status gptc_dist_allreduce_f(float *x, size_t n) {
     if (g_world == 1 || n == 0) return GPTC_OK;
+    gptc_dist_wait_begin("MPI_Allreduce");
     MPI_Allreduce(MPI_IN_PLACE, x, as_int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    gptc_dist_wait_end();
     return GPTC_OK;
 }
 
@@ -65,13 +69,17 @@ gptc_status gptc_comm_allgather(const void *mine, void *all, size_t bytes) {
         memmove(all, mine, bytes);
         return GPTC_OK;
     }
+    gptc_dist_wait_begin("MPI_Allgather");
     MPI_Allgather(mine, as_int(bytes), MPI_BYTE, all, as_int(bytes), MPI_BYTE, MPI_COMM_WORLD);
+    gptc_dist_wait_end();
     return GPTC_OK;
 }
 
 gptc_status gptc_dist_bcast(void *buf, size_t bytes, int root) {
     if (g_world == 1) return GPTC_OK;
+    gptc_dist_wait_begin("MPI_Bcast");
     MPI_Bcast(buf, as_int(bytes), MPI_BYTE, root, MPI_COMM_WORLD);
+    gptc_dist_wait_end();
     return GPTC_OK;
 }
 
@@ -95,7 +103,9 @@ gptc_status gptc_dist_gather_shards(const float *mine, float *all, const size_t 
     int *counts, *displs;
     gptc_status st = shard_counts(bounds, &counts, &displs);
     if (st) return st;
+    gptc_dist_wait_begin("MPI_Gatherv");
     MPI_Gatherv(mine, counts[g_rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, root, MPI_COMM_WORLD);
+    gptc_dist_wait_end();
     free(counts);
     return GPTC_OK;
 }
@@ -105,7 +115,9 @@ gptc_status gptc_dist_allgather_shards(float *arena, const size_t *bounds) {
     int *counts, *displs;
     gptc_status st = shard_counts(bounds, &counts, &displs);
     if (st) return st;
+    gptc_dist_wait_begin("MPI_Allgatherv");
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, arena, counts, displs, MPI_FLOAT, MPI_COMM_WORLD);
+    gptc_dist_wait_end();
     free(counts);
     return GPTC_OK;
 }
@@ -143,7 +155,9 @@ gptc_status gptc_comm_test(gptc_comm_req *r, bool *done) {
 
 gptc_status gptc_comm_wait(gptc_comm_req *r) {
     if (!r->active) return GPTC_OK;
+    gptc_dist_wait_begin("MPI_Wait (a gradient bucket's allreduce or reduce-scatter)");
     MPI_Wait(req_of(r), MPI_STATUS_IGNORE);
+    gptc_dist_wait_end();
     r->active = false;
     return GPTC_OK;
 }

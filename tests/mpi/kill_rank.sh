@@ -7,9 +7,11 @@
 #   watchdog  the same with --watchdog 3, rank 1 SIGSTOPped (alive but silent: Open MPI alone would
 #             wait forever), so rank 0's watchdog must abort the job;
 #   wdthread  the same with a blocking MPI_Allreduce and --watchdog-thread 3 (a thread that _exits);
-#   gptc      `gptc train` on 2 ranks with checkpoints every 10 steps, rank 1 SIGKILLed after the
-#             first checkpoint; then the newest checkpoint must still load (`gptc sample`). Run only
-#             when GPTC_BIN is built with MPI (its `train --help` lists --bucket-mb) and DATA is given.
+#   gptc-kill `gptc train` on 2 ranks with checkpoints every 10 steps, rank 1 SIGKILLed after the
+#             first checkpoint; then the newest checkpoint must still load (`gptc sample`);
+#   gptc-stop the same with rank 1 SIGSTOPped: gptc's --comm-timeout 5 must end the job.
+#             The gptc cases run only when GPTC_BIN is built with MPI (its `train --help` lists
+#             --bucket-mb) and DATA is given.
 # Prints "PASS: <case> ..." per case, "SKIP: <reason>" (exit 0) where mpirun or mpicc is missing, and
 # "FAIL: ..." (exit 1) otherwise. Usage: [GPTC_BIN=build/gptc DATA=dir] sh tests/mpi/kill_rank.sh
 set -eu
@@ -134,12 +136,21 @@ if ! "$GPTC_BIN" train --help 2>&1 | grep -q -- '--bucket-mb'; then
     echo "note: gptc case not run: $GPTC_BIN is not built with MPI (no --bucket-mb in gptc train --help)"
     exit 0
 fi
-ck="$work/ckpt"
-run_case gptc KILL "$ck/step-*" "$GPTC_BIN" train --data "$DATA" --model tiny --batch 2 --seq 32 \
-    --steps 1000000 --ckpt "$ck" --ckpt-every 10 --keep 3 --eval-every 0 --threads 1
-[ "$case_rc" -ne 0 ] || { cat "$work/gptc.log"; fail "gptc: mpirun exited 0 after rank 1 was killed"; }
-grep -Eq 'signal 9|Killed' "$work/gptc.log" || { tail -n 20 "$work/gptc.log"; fail "gptc: output does not name the signal"; }
-newest=$(ls -d "$ck"/step-* | sort | tail -n 1)
-"$GPTC_BIN" sample --ckpt "$newest" --prompt "ROMEO:" --tokens 5 --seed 1 >"$work/sample.log" 2>&1 ||
-    { cat "$work/sample.log"; fail "gptc: the newest checkpoint does not load after the kill"; }
-echo "PASS: gptc: mpirun exited $case_rc $case_s s after SIGKILL to rank 1; $(basename "$newest") still samples"
+# gptc_case NAME SIGNAL PATTERN: 2 ranks of gptc train (tiny model, a checkpoint every 10 steps,
+# --comm-timeout 5), SIGNAL to rank 1 once a checkpoint exists; mpirun must end non-zero in time with
+# PATTERN in its output, and the newest checkpoint must load (`gptc sample` of that step folder).
+gptc_case() {
+    name=$1 sig=$2 pattern=$3
+    ck="$work/ckpt-$name"
+    run_case "$name" "$sig" "$ck/step-*" "$GPTC_BIN" train --data "$DATA" --model tiny --batch 2 --seq 32 \
+        --steps 1000000 --ckpt "$ck" --ckpt-every 10 --keep 3 --eval-every 0 --threads 1 --comm-timeout 5
+    [ "$case_rc" -ne 0 ] || { cat "$work/$name.log"; fail "$name: mpirun exited 0 after SIG$sig to rank 1"; }
+    grep -Eq "$pattern" "$work/$name.log" || { tail -n 20 "$work/$name.log"; fail "$name: output does not name the failure"; }
+    newest=$(ls -d "$ck"/step-* | sort | tail -n 1)
+    "$GPTC_BIN" sample --ckpt "$newest" --prompt "ROMEO:" --tokens 5 --seed 1 >"$work/sample.log" 2>&1 ||
+        { cat "$work/sample.log"; fail "$name: the newest checkpoint ($newest) does not load"; }
+    echo "PASS: $name: mpirun exited $case_rc $case_s s after SIG$sig to rank 1; $(basename "$newest") still samples; it said:"
+    tr '\r' '\n' <"$work/$name.log" | grep -E "$pattern" | head -n 1 | sed 's/^/    /'
+}
+gptc_case gptc-kill KILL 'signal 9|Killed'
+gptc_case gptc-stop STOP 'comm timeout'
