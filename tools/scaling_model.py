@@ -67,24 +67,37 @@ def buckets(total_bytes, bucket_bytes):
     return sizes
 
 
-def step(params, n, bucket_bytes, alpha, bw, compute, zero1=False):
+def embedding_bytes(layers, channels, vocab=50257, context=1024):
+    """The token and position tables' gradients (vocab padded to 64, as gptc stores wte): gptc's
+    arena starts with them, so they form the last bucket, and the backward finishes them last (the
+    tied wte's gradient is complete only after the embedding's backward)."""
+    vpad = (vocab + 63) // 64 * 64
+    return 4.0 * (vpad + context) * channels
+
+
+def step(params, n, bucket_bytes, alpha, bw, compute, zero1=False, tail_bytes=0.0):
     """Predicted step time and its parts for one rank.
 
     compute = forward + backward + optimizer of one rank's micro-batch (no communication).
+    tail_bytes: a last bucket (the embeddings) that becomes ready only when the backward ends; the
+    other bytes are produced at a uniform rate over the backward, in buckets of bucket_bytes.
     Returns dict: comm (total communication time, none hidden), step, exposed (step - compute).
     """
     total = 4.0 * params
+    body = total - tail_bytes
     t_opt = OPT_SHARE * compute
     t_fb = compute - t_opt
     t_fwd = FWD_SHARE * t_fb
     t_bwd = t_fb - t_fwd
     one = half_time if zero1 else allreduce_time
+    plan = [(s, None) for s in buckets(body, bucket_bytes)] + ([(tail_bytes, t_fb)] if tail_bytes > 0 else [])
     done = 0.0  # bytes produced so far
     end = 0.0  # when the channel is free
     comm = 0.0
-    for s in buckets(total, bucket_bytes):
+    for s, ready in plan:
         done += s
-        ready = t_fwd + t_bwd * done / total
+        if ready is None:
+            ready = t_fwd + t_bwd * done / body
         t = one(s, n, alpha, bw)
         end = max(end, ready) + t
         comm += t
@@ -92,12 +105,12 @@ def step(params, n, bucket_bytes, alpha, bw, compute, zero1=False):
     if zero1:
         # optimizer on this rank's 1/N of the parameters, then the all-gather of the updated
         # parameters (bucketed the same way), which nothing overlaps in this simple schedule
-        ag = sum(half_time(s, n, alpha, bw) for s in buckets(total, bucket_bytes))
+        ag = sum(half_time(s, n, alpha, bw) for s, _ in plan)
         comm += ag
         st = after_bwd + t_opt / n + ag
     else:
         st = after_bwd + t_opt
-    return dict(comm=comm, step=st, exposed=st - compute, nbuckets=len(buckets(total, bucket_bytes)))
+    return dict(comm=comm, step=st, exposed=st - compute, nbuckets=len(plan))
 
 
 def fmt_s(t):
@@ -118,17 +131,20 @@ def tables():
     p("scaled from the measured GPT-2 124M step on this machine's 2 cores (%.2f s) by FLOPs per token;" % T124_MEASURED)
     p("\"fast node\" = the same rank %d× faster (e.g. a 64-core node at this machine's per-core speed)." % 32)
     p("forward : backward = 1 : 2 of forward+backward; AdamW = %.1f %% of the step (README profile)." % (OPT_SHARE * 100))
+    p("The embedding tables (last bucket, ready only at the end of the backward) are sent as one more message.")
     p()
-    p("| model | parameters | gradient bytes | FLOPs/token (T=%d) | compute/step, 2 cores | compute/step, fast node |" % SEQ)
-    p("| --- | ---: | ---: | ---: | ---: | ---: |")
+    p("| model | parameters | gradient bytes | of which embeddings | FLOPs/token (T=%d) | compute/step, 2 cores | compute/step, fast node |" % SEQ)
+    p("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, m in MODELS.items():
         P = gpt2_params(**m)
         c = T124_MEASURED * flops_per_token(**m, seq=SEQ) / f124
-        p("| %s | %s | %.0f MB | %.3g G | %s | %s |" % (name, "{:,}".format(P), 4 * P / MB, flops_per_token(**m, seq=SEQ) / 1e9,
+        p("| %s | %s | %.0f MB | %.0f MB | %.3g G | %s | %s |" % (name, "{:,}".format(P), 4 * P / MB, embedding_bytes(**m) / MB,
+                                                        flops_per_token(**m, seq=SEQ) / 1e9,
                                                         fmt_s(c), fmt_s(c / 32)))
     p()
     for name, m in MODELS.items():
         P = gpt2_params(**m)
+        tail = embedding_bytes(**m)
         c2 = T124_MEASURED * flops_per_token(**m, seq=SEQ) / f124
         for net, nw in NETWORKS.items():
             a, bw = nw["alpha"], nw["bw"]
@@ -145,13 +161,13 @@ def tables():
             p("| ---: " * (1 + 3 * len(BUCKETS_MB) + 3) + "|")
             for n in RANKS:
                 row = ["%d" % n]
-                row += [fmt_s(step(P, n, b * MB, a, bw, c2)["comm"]) for b in BUCKETS_MB]
-                row += [fmt_s(step(P, n, b * MB, a, bw, c2)["step"]) for b in BUCKETS_MB]
-                row += [fmt_s(step(P, n, 25 * MB, a, bw, c2, zero1=True)["step"])]
-                fast = [step(P, n, b * MB, a, bw, c2 / 32) for b in BUCKETS_MB]
-                row += [fmt_s(r["step"]) for r in fast]
-                row += [fmt_s(step(P, n, 25 * MB, a, bw, c2 / 32, zero1=True)["step"])]
-                row += ["%.0f %%" % (100 * (c2 / 32) / step(P, n, 25 * MB, a, bw, c2 / 32)["step"])]
+                st = lambda b, c, z=False: step(P, n, b * MB, a, bw, c, zero1=z, tail_bytes=tail)
+                row += [fmt_s(st(b, c2)["comm"]) for b in BUCKETS_MB]
+                row += [fmt_s(st(b, c2)["step"]) for b in BUCKETS_MB]
+                row += [fmt_s(st(25, c2, True)["step"])]
+                row += [fmt_s(st(b, c2 / 32)["step"]) for b in BUCKETS_MB]
+                row += [fmt_s(st(25, c2 / 32, True)["step"])]
+                row += ["%.0f %%" % (100 * (c2 / 32) / st(25, c2 / 32)["step"])]
                 p("| " + " | ".join(row) + " |")
             p()
     return "\n".join(out)
@@ -164,10 +180,12 @@ def main():
     ap.add_argument("--params", type=float, help="parameters (gradient bytes = 4x)")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--bucket-mb", type=float, default=25)
+    ap.add_argument("--calls", type=int, help="allreduces per step instead of --bucket-mb (gptc's buckets are whole tensors, so its count is what `gptc train` reports)")
     ap.add_argument("--alpha-us", type=float)
     ap.add_argument("--bw-gbps", type=float, help="link bandwidth in GB/s (bytes)")
     ap.add_argument("--compute-s", type=float, default=0.0, help="per-rank compute per step (for the overlap)")
     ap.add_argument("--zero", type=int, default=0)
+    ap.add_argument("--tail-mb", type=float, default=0.0, help="a last bucket of this many MB ready only at the end of the backward (gptc: the embeddings)")
     a = ap.parse_args()
     if a.update:
         begin, end = "<!-- BEGIN scaling_model tables -->", "<!-- END scaling_model tables -->"
@@ -185,7 +203,9 @@ def main():
         return
     if a.params is None or a.alpha_us is None or a.bw_gbps is None:
         ap.error("--predict needs --params, --alpha-us and --bw-gbps")
-    r = step(a.params, a.ranks, a.bucket_mb * MB, a.alpha_us * 1e-6, a.bw_gbps * 1e9, a.compute_s, zero1=bool(a.zero))
+    tail = a.tail_mb * MB
+    bucket = (4.0 * a.params - tail) / (a.calls - (1 if tail else 0)) if a.calls else a.bucket_mb * MB
+    r = step(a.params, a.ranks, bucket, a.alpha_us * 1e-6, a.bw_gbps * 1e9, a.compute_s, zero1=bool(a.zero), tail_bytes=tail)
     print("buckets %d, communication %.3f ms per step, predicted step %.3f ms (exposed %.3f ms)"
           % (r["nbuckets"], r["comm"] * 1e3, r["step"] * 1e3, r["exposed"] * 1e3))
 
