@@ -138,12 +138,12 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
     if (!have_mpi()) return;
     double ref[STEPS + 1], got[STEPS + 1];
     const char *ref_ck = reference(ref);
-    static const struct { const char *name, *flags; int batch; } cases[] = {
-        {"bucketed", "--bucket-mb 0.05", 2},
-        {"per-tensor", "--bucket-mb 0", 2},
-        {"zero1-bucketed", "--bucket-mb 0.05 --zero 1", 2},
+    static const struct { const char *name, *flags; int batch, per_tensor; } cases[] = {
+        {"bucketed", "--bucket-mb 0.05", 2, 0},
+        {"per-tensor", "--bucket-mb 0", 2, 1},
+        {"zero1-bucketed", "--bucket-mb 0.05 --zero 1", 2, 0},
         /* micro-batch 1, two micro-steps per update: only the last one exchanges gradients */
-        {"zero1-per-tensor-accum", "--bucket-mb 0 --zero 1 --total-batch 128", 1},
+        {"zero1-per-tensor-accum", "--bucket-mb 0 --zero 1 --total-batch 128", 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char ck[600], losses[700], *out = NULL;
@@ -158,6 +158,11 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
         printf("    %-22s max loss rel diff %.2e, max weight diff %.2e (%s), key bias %.1e | %.*s\n", cases[i].name, le,
                we, g_worst, kb, comm ? (int)strcspn(comm, "\n") : 0, comm ? comm : "");
         CHECK_MSG(kb <= KBIAS_TOL, "%s: key biases differ by %g", cases[i].name, kb);
+        /* the tiny model has 28 tensors: one exchange each at --bucket-mb 0, fewer (and more than one) in buckets */
+        double calls = 0;
+        CHECK(comm && sscanf(comm, "comm: 2 ranks, %lf", &calls) == 1);
+        if (cases[i].per_tensor) CHECK_MSG(calls == 28, "%s: %g exchanges per step", cases[i].name, calls);
+        else CHECK_MSG(calls > 1 && calls < 28, "%s: %g exchanges per step", cases[i].name, calls);
         CHECK_MSG(le <= LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
         CHECK_MSG(we <= WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
         free(out);
