@@ -3,6 +3,7 @@
  *   - 2 ranks x B give 1 rank x 2B's per-step losses (relative LOSS_TOL) and final weights (WEIGHT_TOL,
  *     all but the attention's key biases, whose gradient is pure rounding noise: see weights_err), with gradient buckets of 0.05 MB (several buckets), one allreduce per tensor
  *     (--bucket-mb 0), and ZeRO-1 with both; one case also accumulates two micro-steps per rank;
+ *   - ZeRO-1 halves the AdamW moments each rank allocates (as the run reports them);
  *   - a checkpoint written by 2 ranks (ZeRO-1) resumes on 1, and one written by 1 resumes on 2
  *     (ZeRO-1), each continuing to the uninterrupted run's losses and weights;
  *   - a bad token id that only rank 1 reads stops the whole job, non-zero, with rank 1's message.
@@ -146,6 +147,7 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
         /* micro-batch 1, two micro-steps per update: only the last one exchanges gradients */
         {"zero1-per-tensor-accum", "--bucket-mb 0 --zero 1 --total-batch 128", 1, 1},
     };
+    double moments_mib[2] = {0, 0}; /* [zero] */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char ck[600], losses[700], *out = NULL;
         snprintf(ck, sizeof ck, "%s/mpi-%s", test_tmpdir(), cases[i].name);
@@ -166,8 +168,16 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
         else CHECK_MSG(calls > 1 && calls < 28, "%s: %g exchanges per step", cases[i].name, calls);
         CHECK_MSG(le <= LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
         CHECK_MSG(we <= WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
+        /* ZeRO-1 halves the moments each rank allocates (to 64-byte rounding) */
+        const char *mem = out ? strstr(out, "memory: AdamW moments ") : NULL;
+        double mib = 0;
+        CHECK(mem && sscanf(mem, "memory: AdamW moments %lf", &mib) == 1);
+        moments_mib[strstr(cases[i].flags, "--zero 1") != NULL] = mib;
         free(out);
     }
+    printf("    AdamW moments per rank: %.3f MiB replicated, %.3f MiB with ZeRO-1\n", moments_mib[0], moments_mib[1]);
+    CHECK_MSG(fabs(moments_mib[1] - moments_mib[0] / 2) <= 0.01 * moments_mib[0], "ZeRO-1 moments %g MiB, replicated %g MiB",
+              moments_mib[1], moments_mib[0]);
 }
 
 TEST(mpi_checkpoints_resume_across_rank_counts) {
@@ -188,6 +198,10 @@ TEST(mpi_checkpoints_resume_across_rank_counts) {
         free(out);
         rc = train(cases[i].np2, cases[i].b2, STEPS, ck, losses, "--zero 1 --bucket-mb 0.05", &out);
         CHECK_MSG(rc == 0, "%s: second half: exit %d: %s", cases[i].name, rc, out);
+        /* the micro-batch changed with the rank count: said once, by rank 0 in a job of two */
+        const char *warn = cases[i].np2 > 1 ? "[rank 0] gptc: warning: resuming" : "gptc: warning: resuming";
+        CHECK_MSG(out && strstr(out, warn) && !strstr(out, "[rank 1]"), "%s: no warning \"%s\" in: %s", cases[i].name,
+                  warn, out);
         free(out);
         read_losses(losses, got);
         double kb, le = losses_err(got, ref, 6), we = weights_err(ck, ref_ck, &kb);
