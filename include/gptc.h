@@ -143,6 +143,7 @@ typedef struct gptc_train_result {
     double comm_calls_per_step; /* gradient exchanges started per step (0 for one rank) */
     double comm_wait_ms_per_step; /* ms per step spent waiting for them after the backward (mean) */
     double comm_wait_share;  /* that wait over the mean step time */
+    size_t optim_bytes;      /* bytes this rank allocated for the AdamW moments (ZeRO-1: its shard's) */
 } gptc_train_result;
 
 /* What the trainer reports: once at the start (after every check and allocation, before the

@@ -3,6 +3,7 @@
  *   - 2 ranks x B give 1 rank x 2B's per-step losses (relative LOSS_TOL) and final weights (WEIGHT_TOL,
  *     all but the attention's key biases, whose gradient is pure rounding noise: see weights_err), with gradient buckets of 0.05 MB (several buckets), one allreduce per tensor
  *     (--bucket-mb 0), and ZeRO-1 with both; one case also accumulates two micro-steps per rank;
+ *   - ZeRO-1 halves the AdamW moments each rank allocates (as the run reports them);
  *   - a checkpoint written by 2 ranks (ZeRO-1) resumes on 1, and one written by 1 resumes on 2
  *     (ZeRO-1), each continuing to the uninterrupted run's losses and weights;
  *   - a bad token id that only rank 1 reads stops the whole job, non-zero, with rank 1's message.
@@ -22,10 +23,11 @@
 #define KBIAS_TOL 1e-4  /* the key biases (see weights_err), absolute */
 
 /* Root may run mpirun only when told to; --oversubscribe lets 2 ranks share fewer cores; shared
- * memory (vader) carries the messages between ranks of one host, ob1 avoids probing for UCX. */
+ * memory (vader, without the cross-process copy a container may forbid) carries the messages between
+ * ranks of one host; ob1 avoids probing for UCX; a job that hangs is killed after 120 s. */
 #define MPIRUN                                                                                     \
-    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe --bind-to none " \
-    "--mca btl self,vader --mca pml ob1 "
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun -np 2 --oversubscribe " \
+    "--bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca pml ob1 "
 
 /* Whether the mpirun cases can run; prints the reason they are skipped when not. */
 static bool have_mpi(void) {
@@ -138,13 +140,14 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
     if (!have_mpi()) return;
     double ref[STEPS + 1], got[STEPS + 1];
     const char *ref_ck = reference(ref);
-    static const struct { const char *name, *flags; int batch; } cases[] = {
-        {"bucketed", "--bucket-mb 0.05", 2},
-        {"per-tensor", "--bucket-mb 0", 2},
-        {"zero1-bucketed", "--bucket-mb 0.05 --zero 1", 2},
+    static const struct { const char *name, *flags; int batch, per_tensor; } cases[] = {
+        {"bucketed", "--bucket-mb 0.05", 2, 0},
+        {"per-tensor", "--bucket-mb 0", 2, 1},
+        {"zero1-bucketed", "--bucket-mb 0.05 --zero 1", 2, 0},
         /* micro-batch 1, two micro-steps per update: only the last one exchanges gradients */
-        {"zero1-per-tensor-accum", "--bucket-mb 0 --zero 1 --total-batch 128", 1},
+        {"zero1-per-tensor-accum", "--bucket-mb 0 --zero 1 --total-batch 128", 1, 1},
     };
+    double moments_mib[2] = {0, 0}; /* [zero] */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char ck[600], losses[700], *out = NULL;
         snprintf(ck, sizeof ck, "%s/mpi-%s", test_tmpdir(), cases[i].name);
@@ -158,10 +161,23 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
         printf("    %-22s max loss rel diff %.2e, max weight diff %.2e (%s), key bias %.1e | %.*s\n", cases[i].name, le,
                we, g_worst, kb, comm ? (int)strcspn(comm, "\n") : 0, comm ? comm : "");
         CHECK_MSG(kb <= KBIAS_TOL, "%s: key biases differ by %g", cases[i].name, kb);
+        /* the tiny model has 28 tensors: one exchange each at --bucket-mb 0, fewer (and more than one) in buckets */
+        double calls = 0;
+        CHECK(comm && sscanf(comm, "comm: 2 ranks, %lf", &calls) == 1);
+        if (cases[i].per_tensor) CHECK_MSG(calls == 28, "%s: %g exchanges per step", cases[i].name, calls);
+        else CHECK_MSG(calls > 1 && calls < 28, "%s: %g exchanges per step", cases[i].name, calls);
         CHECK_MSG(le <= LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
         CHECK_MSG(we <= WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
+        /* ZeRO-1 halves the moments each rank allocates (to 64-byte rounding) */
+        const char *mem = out ? strstr(out, "memory: AdamW moments ") : NULL;
+        double mib = 0;
+        CHECK(mem && sscanf(mem, "memory: AdamW moments %lf", &mib) == 1);
+        moments_mib[strstr(cases[i].flags, "--zero 1") != NULL] = mib;
         free(out);
     }
+    printf("    AdamW moments per rank: %.3f MiB replicated, %.3f MiB with ZeRO-1\n", moments_mib[0], moments_mib[1]);
+    CHECK_MSG(fabs(moments_mib[1] - moments_mib[0] / 2) <= 0.01 * moments_mib[0], "ZeRO-1 moments %g MiB, replicated %g MiB",
+              moments_mib[1], moments_mib[0]);
 }
 
 TEST(mpi_checkpoints_resume_across_rank_counts) {
@@ -182,6 +198,10 @@ TEST(mpi_checkpoints_resume_across_rank_counts) {
         free(out);
         rc = train(cases[i].np2, cases[i].b2, STEPS, ck, losses, "--zero 1 --bucket-mb 0.05", &out);
         CHECK_MSG(rc == 0, "%s: second half: exit %d: %s", cases[i].name, rc, out);
+        /* the micro-batch changed with the rank count: said once, by rank 0 in a job of two */
+        const char *warn = cases[i].np2 > 1 ? "[rank 0] gptc: warning: resuming" : "gptc: warning: resuming";
+        CHECK_MSG(out && strstr(out, warn) && !strstr(out, "[rank 1]"), "%s: no warning \"%s\" in: %s", cases[i].name,
+                  warn, out);
         free(out);
         read_losses(losses, got);
         double kb, le = losses_err(got, ref, 6), we = weights_err(ck, ref_ck, &kb);

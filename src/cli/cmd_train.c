@@ -247,9 +247,12 @@ static int run_train(int argc, char **argv) {
            r.ms_per_step, r.tokens_per_s, r.steps_run, r.first_step, r.first_loss, r.last_loss);
     if (!isnan(r.last_val_loss)) printf("; val loss %.4f -> %.4f", r.first_val_loss, r.last_val_loss);
     printf(")\n");
-    if (r.world > 1)
+    if (r.world > 1) {
         printf("comm: %d ranks, %.1f allreduce calls/step, %.2f ms/step waiting (%.1f%% of the step)\n", r.world,
                r.comm_calls_per_step, r.comm_wait_ms_per_step, 100 * r.comm_wait_share);
+        printf("memory: AdamW moments %.3f MiB per rank (%s)\n", r.optim_bytes / 1048576.0,
+               c.t.zero ? "ZeRO-1: this rank's shard" : "whole, on every rank");
+    }
     /* MFU against the peak this machine measures now, on the threads the run used: for bf16 the
      * vdpbf16ps peak where the CPU has AVX512_BF16 (else bf16 runs on fp32 FMAs: the fp32 peak) */
     double peak = 0, flops = gptc_model_flops_per_token(&r.model, c.t.seq);

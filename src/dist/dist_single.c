@@ -5,7 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-gptc_status gptc_dist_init(void) { return GPTC_OK; }
+/* Under mpirun every copy of a build without MPI would train alone and race on the checkpoints. */
+gptc_status gptc_dist_init(void) {
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+    if (size && atoi(size) > 1)
+        return gptc_fail(GPTC_ERR_STATE, "mpirun -np %s: this gptc was built without MPI; install libopenmpi-dev and "
+                         "rebuild (make MPI=1) to train on many ranks", size);
+    return GPTC_OK;
+}
 void gptc_dist_finalize(void) {}
 void gptc_dist_abort(int code) { exit(code); }
 int gptc_dist_rank(void) { return 0; }

@@ -58,6 +58,7 @@ typedef struct trainer {
     float *gshard;         /* ZeRO-1 on many ranks: this rank's reduced gradient shard (hi-lo) */
     size_t *starts;        /* [ntensors] the tensors' offsets, for planning buckets */
     gptc_reducer red;      /* the gradient exchange (many ranks only) */
+    size_t optim_bytes;    /* what allocating the moments added to gptc_alloc's live bytes */
     bool use_red;
     gptc_loader train, val;
     bool has_val;
@@ -355,8 +356,12 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
         t->hi = t->bounds[t->rank + 1];
         if (t->world > 1 && !(t->gshard = gptc_alloc(share * sizeof(float), "ZeRO-1 gradient shard"))) return GPTC_ERR_NOMEM;
     }
+    size_t live0, live1;
+    gptc_alloc_stats(&live0, NULL);
     t->mom = gptc_alloc(share * sizeof(float), "AdamW first moments");
     t->vel = t->mom ? gptc_alloc(share * sizeof(float), "AdamW second moments") : NULL;
+    gptc_alloc_stats(&live1, NULL);
+    t->optim_bytes = live1 - live0; /* measured, to set beside the plan's figure */
     t->inputs = t->vel ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
     t->targets = t->inputs ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
     if (!t->targets) return GPTC_ERR_NOMEM;
@@ -438,6 +443,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     /* a failure on any rank stops every rank here, before the first exchange of gradients */
     if ((st = gptc_dist_agree(setup(&t, &o)))) goto fail;
     r.first_step = t.state.step;
+    r.optim_bytes = t.optim_bytes;
     r.model = o.model;
     r.num_params = gptc_model_num_params(&o.model);
     step_ms = malloc(sizeof(double) * (o.steps + 1));
