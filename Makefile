@@ -6,7 +6,18 @@ CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -
 LDLIBS  := -lpcre2-8 -lcjson -lm -fopenmp
 BUILD   := build
 
-LIB_SRC  := $(sort $(shell find src -name '*.c' -not -path 'src/cli/*'))
+# Data parallel over MPI when mpicc is found (`make MPI=0` builds the one-process backend instead);
+# only src/dist/dist_mpi.c sees MPI's headers, and the link adds MPI's libraries.
+MPI ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(MPI),1)
+MPI_CFLAGS := $(shell mpicc --showme:compile) -DGPTC_MPI
+LDLIBS     += $(shell mpicc --showme:link)
+DIST_SKIP  := src/dist/dist_single.c
+else
+DIST_SKIP  := src/dist/dist_mpi.c
+endif
+
+LIB_SRC  := $(sort $(filter-out $(DIST_SKIP),$(shell find src -name '*.c' -not -path 'src/cli/*')))
 CLI_SRC  := $(sort $(filter-out src/cli/main.c,$(wildcard src/cli/*.c)))
 TEST_SRC := $(sort $(wildcard tests/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -28,6 +39,7 @@ AVX2_FLAGS   := -mavx2 -mfma
 AVX512_FLAGS := -mavx2 -mfma -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
 $(BUILD)/src/kernels/x86_avx2/%.o: ISA_FLAGS := $(AVX2_FLAGS)
 $(BUILD)/src/kernels/x86_avx512/%.o: ISA_FLAGS := $(AVX512_FLAGS)
+$(BUILD)/src/dist/dist_mpi.o: ISA_FLAGS := $(MPI_CFLAGS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -119,6 +119,10 @@ typedef struct gptc_train_options {
     gptc_recompute recompute; /* --recompute (0: none) */
     int sample_every;      /* steps between samples in the log (0: none); needs the data's tokenizer */
     int sample_tokens;     /* tokens per sample */
+    /* data parallel (a job started by mpirun; see src/dist/dist.h): every rank reads its own B
+     * sequences of each global batch of ranks x B, and total_batch counts the tokens of all ranks */
+    float bucket_mb;       /* MB of gradients per exchange bucket (0: one exchange per tensor) */
+    int zero;              /* 1: ZeRO-1, the AdamW moments split over the ranks; 0: every rank holds all */
 } gptc_train_options;
 
 void gptc_train_options_default(gptc_train_options *o);
@@ -135,6 +139,11 @@ typedef struct gptc_train_result {
     float last_val_loss;   /* val loss at the last evaluation (NaN if none) */
     double tokens_per_s;   /* median training throughput over the steps run */
     double ms_per_step;    /* median step time */
+    int world;             /* ranks that trained (1 without mpirun) */
+    double comm_calls_per_step; /* gradient exchanges started per step (0 for one rank) */
+    double comm_wait_ms_per_step; /* ms per step spent waiting for them after the backward (mean) */
+    double comm_wait_share;  /* that wait over the mean step time */
+    size_t optim_bytes;      /* bytes this rank allocated for the AdamW moments (ZeRO-1: its shard's) */
 } gptc_train_result;
 
 /* What the trainer reports: once at the start (after every check and allocation, before the
@@ -159,7 +168,7 @@ typedef struct gptc_step_info {
 } gptc_step_info;
 
 /* Per-step callback for the CLI, embedders and tests: return nonzero to stop the run after this
- * step (a final checkpoint is still written). */
+ * step (a final checkpoint is still written). In a job of many ranks only rank 0 calls it. */
 typedef int (*gptc_step_fn)(void *user, const gptc_step_info *info);
 
 /* Trains as configured. Checks everything (files, sizes) before writing anything. */

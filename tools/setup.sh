@@ -1,9 +1,11 @@
 #!/bin/sh
 # setup.sh — installs the Debian packages gptc needs when they are missing: apt-get when run as
-# root, otherwise it prints the exact command and fails. `--torch` adds what `make fixtures` and
+# root, otherwise it prints the exact command and fails. Open MPI is part of the base set: the
+# data-parallel build and its mpirun tests need it (`make MPI=0` builds without); iproute2 makes the
+# network namespaces of tests/mpi/two_hosts.sh. `--torch` adds what `make fixtures` and
 # the PyTorch benchmark need; `--bench` what the kernel benchmarks link against (OpenBLAS); `--node` what the tokenizer fixtures and the tiktoken benchmark need.
 set -e
-need="gcc make libc6-dev libcjson-dev libpcre2-dev"
+need="gcc make libc6-dev libcjson-dev libpcre2-dev openmpi-bin libopenmpi-dev iproute2"
 [ "$1" = "--torch" ] && need="$need python3-torch python3-numpy libopenblas0-pthread"
 [ "$1" = "--bench" ] && need="$need libopenblas-dev libopenblas0-openmp libopenblas0-pthread python3-torch python3-numpy"
 # node and npm may come from another packaging of Node.js; only install Debian's when absent

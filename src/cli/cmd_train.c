@@ -1,7 +1,10 @@
-/* cmd_train.c — `gptc train`: its option table, the progress display and the run summary. */
+/* cmd_train.c — `gptc train`: its option table, the progress display and the run summary. Under
+ * mpirun every rank runs it; only rank 0 prints, and a failure is printed once, by rank 0, naming
+ * the rank it came from (or, when only one rank knows of it, by that rank, which ends the job). */
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/core.h"
+#include "dist/dist.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -19,6 +22,8 @@ typedef struct train_cli {
     int sequential;
     int log_every;
     int quiet;
+    const char *log_losses;
+    float comm_timeout;
 } train_cli;
 
 #define F(field) offsetof(train_cli, field)
@@ -59,7 +64,11 @@ static const gptc_option g_train_opts[] = {
     {"recompute", OPT_STRING, F(recompute), "LEVEL", "activations the backward recomputes instead of keeping: none; gelu (the MLP's GELU); attn (also the attention); block (all but each block's input). Same results, less memory (see gptc plan)", 0, 0},
     {"sample-every", OPT_INT, F(t.sample_every), "N", "print a sample, decoded with the data's tokenizer, every N steps (0: never)", 0, 1e9},
     {"sample-tokens", OPT_INT, F(t.sample_tokens), "N", "tokens per sample in the log", 1, 1 << 20},
+    {"bucket-mb", OPT_FLOAT, F(t.bucket_mb), "X", "under mpirun: MB of gradients per allreduce bucket, started while the backward runs (0: one allreduce per tensor)", 0, 1e9},
+    {"zero", OPT_INT, F(t.zero), "0|1", "under mpirun: 1 splits the AdamW moments over the ranks (ZeRO-1: reduce-scatter, shard update, all-gather)", 0, 1},
     {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
+    {"comm-timeout", OPT_FLOAT, F(comm_timeout), "S", "under mpirun: a rank that waits more than S seconds for the others in one exchange ends the job, naming it (0: wait forever); must exceed rank 0's longest checkpoint write", 0, 1e9},
+    {"log-losses", OPT_STRING, F(log_losses), "FILE", "write each step's \"step loss grad_norm lr\" to FILE (full precision, one line a step)", 0, 0},
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
 };
 #undef F
@@ -84,12 +93,17 @@ static void defaults(train_cli *c) {
     c->dtype = "fp32";
     c->recompute = "none";
     c->log_every = 1;
+    c->comm_timeout = 600;
 }
 
-void gptc_cli_error(void) { fprintf(stderr, "gptc: %s\n", gptc_last_error()); }
+void gptc_cli_error(void) {
+    gptc_log_rank_prefix(stderr);
+    fprintf(stderr, "gptc: %s\n", gptc_last_error());
+}
 
 typedef struct progress {
     const train_cli *c;
+    FILE *losses;  /* --log-losses, or NULL */
     bool tty;
     bool started;
     double ms_sum; /* step times so far (evaluation and checkpoint time excluded) */
@@ -122,6 +136,10 @@ static int on_step(void *user, const gptc_step_info *in) {
         }
         return 0;
     }
+    if (p->losses && in->event == GPTC_EVENT_STEP) {
+        fprintf(p->losses, "%d %.9g %.9g %.9g\n", in->step, in->loss, in->grad_norm, in->lr);
+        fflush(p->losses);
+    }
     if (p->c->quiet) return 0;
     if (in->event == GPTC_EVENT_CHECKPOINT) {
         printf("%scheckpoint %s\n", p->tty ? "\r\033[K" : "", in->ckpt_path);
@@ -145,48 +163,82 @@ static int on_step(void *user, const gptc_step_info *in) {
     return 0;
 }
 
+/* Prints the failure of gptc_train: in a job of many ranks, an agreed failure once, by rank 0,
+ * prefixed with the rank it came from; one only this rank knows of ends the whole job. */
+static int train_failed(const progress *p, int code) {
+    if (p->tty && p->started) printf("\n");
+    fflush(stdout);
+    if (gptc_dist_world() == 1) gptc_cli_error();
+    else if (gptc_dist_rank() == 0) fprintf(stderr, "[rank %d] gptc: %s\n", gptc_dist_failed_rank(), gptc_last_error());
+    return code;
+}
+
+static int run_train(int argc, char **argv);
+
 int gptc_cmd_train(int argc, char **argv) {
+    if (gptc_dist_init()) {
+        gptc_cli_error();
+        return 2;
+    }
+    int code = run_train(argc, argv);
+    gptc_dist_finalize();
+    return code;
+}
+
+/* Every rank parses the same flags, so a bad one fails on all: rank 0 alone says so. */
+static int usage_error(void) {
+    if (gptc_dist_rank() == 0) gptc_cli_error();
+    return 2;
+}
+
+static int run_train(int argc, char **argv) {
     train_cli c, d;
     defaults(&c);
     defaults(&d);
     bool given[sizeof g_train_opts / sizeof g_train_opts[0]] = {0}, help;
     int npos;
-    if (gptc_options_parse(&g_train_cmd, &c, argc, argv, given, NULL, &npos, &help)) {
-        gptc_cli_error();
-        return 2;
-    }
+    if (gptc_options_parse(&g_train_cmd, &c, argc, argv, given, NULL, &npos, &help)) return usage_error();
     if (help) {
+        if (gptc_dist_rank() != 0) return 0;
         gptc_options_help(stdout, &g_train_cmd, &d);
         return 0;
     }
     /* the preset first, then any shape flags on top of it */
     gptc_model_config shape = c.t.model;
-    if (gptc_model_preset(c.model, &c.t.model)) {
-        gptc_cli_error();
-        return 2;
-    }
+    if (gptc_model_preset(c.model, &c.t.model)) return usage_error();
     const char *shape_flags[] = {"layers", "heads", "channels", "context", "vocab"};
     int *shape_fields[] = {&shape.layers, &shape.heads, &shape.channels, &shape.context, &shape.vocab};
     int *model_fields[] = {&c.t.model.layers, &c.t.model.heads, &c.t.model.channels, &c.t.model.context, &c.t.model.vocab};
     for (int j = 0; j < 5; j++)
         if (given_flag(given, shape_flags[j])) *model_fields[j] = *shape_fields[j];
     if (gptc_gelu_from_name(c.gelu, &c.t.model.gelu) || gptc_precision_from_name(c.dtype, &c.t.dtype) ||
-        gptc_recompute_from_name(c.recompute, &c.t.recompute)) {
-        gptc_cli_error();
-        return 2;
-    }
+        gptc_recompute_from_name(c.recompute, &c.t.recompute))
+        return usage_error();
     c.t.shuffle = !c.sequential;
 
     /* without --seq, train on the model's whole context (positions never trained sample badly) */
     if (!given_flag(given, "seq")) c.t.seq = c.t.model.context;
+    /* a rank that stops without dying must not hang the others (see src/dist/watchdog.c) */
+    if (gptc_dist_set_comm_timeout(c.comm_timeout)) return usage_error();
+    int rank = gptc_dist_rank();
     progress p = {.c = &c, .tty = isatty(STDOUT_FILENO)};
+    if (c.log_losses && rank == 0 && !(p.losses = fopen(c.log_losses, "w"))) {
+        gptc_fail(GPTC_ERR_IO, "--log-losses %s: cannot open for writing", c.log_losses);
+        gptc_cli_error();
+        gptc_dist_abort(2);
+    }
     gptc_train_result r;
     gptc_status st = gptc_train(&c.t, on_step, &p, &r);
-    if (st) {
-        if (p.tty && p.started) printf("\n");
+    if (p.losses) fclose(p.losses);
+    if (st && gptc_dist_world() > 1 && gptc_dist_failed_rank() < 0) {
+        /* a failure the other ranks do not know of: they may be waiting for this one */
         gptc_cli_error();
-        return p.started ? 1 : 2;
+        gptc_dist_abort(1);
     }
+    /* only rank 0 saw the START event; a failure before it is a setup failure on every rank */
+    gptc_dist_bcast(&p.started, sizeof p.started, 0);
+    if (st) return train_failed(&p, p.started ? 1 : 2);
+    if (rank != 0) return 0;
     if (r.steps_run == 0) {
         printf("train: nothing to do: the checkpoint is already at step %d of --steps %d\n", r.first_step, c.t.steps);
         return 0;
@@ -195,16 +247,23 @@ int gptc_cmd_train(int argc, char **argv) {
            r.ms_per_step, r.tokens_per_s, r.steps_run, r.first_step, r.first_loss, r.last_loss);
     if (!isnan(r.last_val_loss)) printf("; val loss %.4f -> %.4f", r.first_val_loss, r.last_val_loss);
     printf(")\n");
+    if (r.world > 1) {
+        printf("comm: %d ranks, %.1f allreduce calls/step, %.2f ms/step waiting (%.1f%% of the step)\n", r.world,
+               r.comm_calls_per_step, r.comm_wait_ms_per_step, 100 * r.comm_wait_share);
+        printf("memory: AdamW moments %.3f MiB per rank (%s)\n", r.optim_bytes / 1048576.0,
+               c.t.zero ? "ZeRO-1: this rank's shard" : "whole, on every rank");
+    }
     /* MFU against the peak this machine measures now, on the threads the run used: for bf16 the
      * vdpbf16ps peak where the CPU has AVX512_BF16 (else bf16 runs on fp32 FMAs: the fp32 peak) */
     double peak = 0, flops = gptc_model_flops_per_token(&r.model, c.t.seq);
     const char *kind = "fp32";
     if (c.t.dtype == GPTC_PRECISION_BF16 && (peak = gptc_peak_bf16_gflops(c.t.threads)) > 0) kind = "bf16";
     if (peak <= 0) peak = gptc_peak_gflops(c.t.threads);
+    peak *= r.world; /* tokens/s counts every rank's tokens: against every rank's peak (as rank 0 measures it) */
     if (peak > 0)
-        printf("train: %.3g model FLOPs/token, %.1f GFLOP/s achieved, measured %s peak %.1f GFLOP/s on %d threads, "
+        printf("train: %.3g model FLOPs/token, %.1f GFLOP/s achieved, measured %s peak %.1f GFLOP/s on %d threads%s, "
                "MFU %.1f%%\n",
                flops, r.tokens_per_s * flops / 1e9, kind, peak, c.t.threads ? c.t.threads : gptc_threads(),
-               100.0 * r.tokens_per_s * flops / 1e9 / peak);
+               r.world > 1 ? " x ranks" : "", 100.0 * r.tokens_per_s * flops / 1e9 / peak);
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ---- errors: set the thread's message and return st (so `return gptc_fail(...)` reads well) */
 gptc_status gptc_fail(gptc_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -22,9 +23,14 @@ void gptc_clear_error(void);
     } while (0)
 void gptc_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
 
-/* ---- logging to stderr (a rank prefix is added when the world has more than one rank) */
+/* ---- logging to stderr: gptc_log only on rank 0; gptc_warn on every rank, with a "[rank r] "
+ * prefix when the world has more than one rank */
 void gptc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gptc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The rank and world the prefix and gptc_log go by (set by gptc_dist_init; 0 and 1 until then). */
+void gptc_log_set_rank(int rank, int world);
+/* Writes "[rank r] " to f when the world has more than one rank (for the CLI's error lines). */
+void gptc_log_rank_prefix(FILE *f);
 
 /* ---- memory: 64-byte aligned, zero-filled; NULL (with the error message set) on failure. Only
  * gptc_free may release a gptc_alloc block (a header before the block records its size). */

@@ -1,9 +1,22 @@
-/* log.c — diagnostics on stderr, one line each. */
+/* log.c — diagnostics on stderr, one line each. In a job of many ranks only rank 0 prints normal
+ * lines; warnings come from every rank and carry a "[rank r] " prefix. */
 #include "core.h"
 
 #include <stdio.h>
 
+static int g_rank = 0, g_world = 1;
+
+void gptc_log_set_rank(int rank, int world) {
+    g_rank = rank;
+    g_world = world;
+}
+
+void gptc_log_rank_prefix(FILE *f) {
+    if (g_world > 1) fprintf(f, "[rank %d] ", g_rank);
+}
+
 void gptc_log(const char *fmt, ...) {
+    if (g_rank != 0) return;
     va_list ap;
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -14,6 +27,7 @@ void gptc_log(const char *fmt, ...) {
 void gptc_warn(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    gptc_log_rank_prefix(stderr);
     fputs("gptc: warning: ", stderr);
     vfprintf(stderr, fmt, ap);
     va_end(ap);

@@ -135,6 +135,11 @@ static void recompute_layer(gptc_model *m, int l, int B, int T) {
     gelu_forward(m, l, B * T);
 }
 
+/* Tells m->grads_ready that the gradients from tensor i to the end of the arena are final. */
+static void grads_ready(gptc_model *m, int i) {
+    if (m->grads_ready) m->grads_ready(m->grads_ready_user, i == 0 ? 0 : m->tensors[i].offset);
+}
+
 /* The body's backward from d->dlnf (B,T,C), accumulating into the gradients. */
 static void body_backward(gptc_model *m, int B, int T) {
     const gptc_kernels *k = m->k;
@@ -145,6 +150,7 @@ static void body_backward(gptc_model *m, int B, int T) {
     size_t btc = (size_t)BT * C;
     ln_bwd_residual(m, d->dres_out, g->lnfw, g->lnfb, NULL, d->dlnf, a->residual3[L - 1], w->lnfw, a->lnf_mean,
                     a->lnf_rstd, BT, C);
+    grads_ready(m, m->ntensors - 2); /* ln_f.weight, ln_f.bias */
     for (int l = L - 1; l >= 0; l--) {
         const gptc_layer *lw = &w->layer[l];
         gptc_layer *lg = &g->layer[l];
@@ -182,8 +188,10 @@ static void body_backward(gptc_model *m, int B, int T) {
         float *t = d->dres_out; /* the input gradient of this layer is the output gradient of the next */
         d->dres_out = d->dres_in;
         d->dres_in = t;
+        grads_ready(m, 2 + l * GPTC_LAYER_TENSORS); /* after wte, wpe: layer l's first tensor */
     }
     k->encoder_bwd(g->wte, g->wpe, d->dres_out, m->inputs, B, T, C);
+    grads_ready(m, 0);
 }
 
 /* The fused classifier on rows [r0, r0+n) of lnf: logits (n,Vp) in a->logits (the chunk buffer),

@@ -118,6 +118,12 @@ typedef struct gptc_model {
     int *inputs, *targets;      /* (B,T) copies of the last forward's batch */
     int B_last, T_last;         /* shape of the last forward with targets (what backward uses) */
     float loss;                 /* mean loss of the last forward with targets */
+    /* Called by the backward with a watermark lo once every gradient in [lo, num_floats) is final:
+     * after ln_f's, after each layer's from the last to the first (lo = the layer's first tensor),
+     * and after the embeddings' (lo = 0); wte's classifier gradient comes before all of them. The
+     * data-parallel reducer starts its buckets' exchanges from here. NULL: none. */
+    void (*grads_ready)(void *user, size_t lo);
+    void *grads_ready_user;
 } gptc_model;
 
 

@@ -88,7 +88,8 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     free(buf);
 
     out->params = mb.params;
-    out->grads = mb.grads;
+    /* ZeRO-1 on many ranks also receives its shard of the reduced gradients (src/dist/dist.h) */
+    out->grads = mb.grads + (r->zero && r->ranks > 1 ? gptc_alloc_block_bytes(share * sizeof(float)) : 0);
     out->optim = 2 * gptc_alloc_block_bytes(share * sizeof(float));
     out->acts = mb.acts + 2 * batch_copy; /* the trainer's own (B,T) inputs and targets */
     out->workspace = work;

@@ -21,7 +21,7 @@ typedef struct gptc_mem_request {
 /* Bytes per rank, as gptc_alloc counts them (gptc_alloc_stats). */
 typedef struct gptc_mem_plan {
     size_t params;    /* the parameter arena and the model's tensor tables */
-    size_t grads;     /* the gradient arena */
+    size_t grads;     /* the gradient arena; with zero=1 on many ranks plus the rank's reduced gradient shard */
     size_t optim;     /* AdamW m and v: the whole arena each, or with zero=1 a share of ceil(n / ranks) floats */
     size_t acts;      /* activation and activation-gradient arenas, their views, the batch copies (model and trainer) */
     size_t workspace; /* kernel scratch: each thread's GEMM packing buffers and flash-attention tiles (kept

@@ -1,13 +1,20 @@
-/* adamw.c — AdamW over the parameter arena, tensor by tensor so weight decay touches only the
- * 2-D weights; the arithmetic is the kernel table's adamw entry. */
+/* adamw.c — AdamW over the parameter arena (or a range of it, for ZeRO-1's shards), tensor by
+ * tensor so weight decay touches only the 2-D weights; the arithmetic is the kernel table's adamw
+ * entry. */
 #include "optim/optim.h"
 
-void gptc_adamw_update(gptc_model *model, float *m, float *v, const gptc_adamw *h, float lr, float grad_scale, int t) {
+void gptc_adamw_update_range(gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi,
+                             const gptc_adamw *h, float lr, float grad_scale, int t) {
     const gptc_kernels *k = model->k;
     for (int i = 0; i < model->ntensors; i++) {
         const gptc_tensor_desc *d = &model->tensors[i];
-        size_t o = d->offset;
-        k->adamw(model->params + o, model->grads + o, m + o, v + o, d->numel, lr, h->beta1, h->beta2, h->eps,
+        size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
+        if (a >= b) continue;
+        k->adamw(model->params + a, g + (a - lo), m + (a - lo), v + (a - lo), b - a, lr, h->beta1, h->beta2, h->eps,
                  d->decay ? h->weight_decay : 0.0f, grad_scale, t);
     }
+}
+
+void gptc_adamw_update(gptc_model *model, float *m, float *v, const gptc_adamw *h, float lr, float grad_scale, int t) {
+    gptc_adamw_update_range(model, model->grads, m, v, 0, model->num_floats, h, lr, grad_scale, t);
 }

@@ -17,7 +17,7 @@ float gptc_lr_at(const gptc_lr_schedule *s, int step) {
  * compiler vectorises, and which keep the adds off one latency chain), then added in chunk order:
  * the same bits for any thread count. */
 #define NCHUNK 64
-double gptc_grad_norm(const float *g, size_t n) {
+double gptc_grad_sumsq(const float *g, size_t n) {
     double partial[NCHUNK];
     size_t per = (n + NCHUNK - 1) / NCHUNK;
     per = (per + 7) & ~(size_t)7;
@@ -33,8 +33,10 @@ double gptc_grad_norm(const float *g, size_t n) {
     }
     double total = 0;
     for (int c = 0; c < NCHUNK; c++) total += partial[c];
-    return sqrt(total);
+    return total;
 }
+
+double gptc_grad_norm(const float *g, size_t n) { return sqrt(gptc_grad_sumsq(g, n)); }
 
 float gptc_clip_scale(double norm, float clip) {
     if (clip <= 0) return 1.0f;

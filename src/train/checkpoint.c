@@ -323,8 +323,10 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
     return GPTC_OK;
 }
 
-/* copies every tensor of m from f (names with prefix) into base, checking dtype and shape */
-static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, const char *prefix, float *base) {
+/* copies the part inside floats [lo, hi) of the arena of every tensor of m from f (names with
+ * prefix) into base (base[0] is float lo), checking dtype and shape */
+static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, const char *prefix, float *base, size_t lo,
+                                size_t hi) {
     for (int i = 0; i < m->ntensors; i++) {
         const gptc_tensor_desc *d = &m->tensors[i];
         char name[96];
@@ -337,7 +339,8 @@ static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, cons
             return gptc_fail(GPTC_ERR_STATE, "%s: tensor %s is %s %dD [%" PRId64 ", %" PRId64 "], the model needs F32 [%" PRId64 ", %" PRId64 "]",
                              f->path, name, gptc_dtype_name(t->dtype), t->ndim, t->shape[0], t->ndim > 1 ? t->shape[1] : 0,
                              d->shape[0], d->ndim > 1 ? d->shape[1] : 0);
-        memcpy(base + d->offset, t->data, d->numel * sizeof(float));
+        size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
+        if (a < b) memcpy(base + (a - lo), (const float *)t->data + (a - d->offset), (b - a) * sizeof(float));
     }
     return GPTC_OK;
 }
@@ -358,6 +361,11 @@ static gptc_status check_same_config(const char *path, const gptc_model_config *
 }
 
 gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, float *vel, gptc_trainer_state *s) {
+    return gptc_ckpt_load_range(step_dir, m, mom, vel, 0, m->num_floats, s);
+}
+
+gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, float *mom, float *vel, size_t lo, size_t hi,
+                                 gptc_trainer_state *s) {
     char path[4096];
     gptc_model_config cfg;
     char tok[32];
@@ -368,14 +376,15 @@ gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, floa
     gptc_st_file f = {0};
     if ((st = gptc_st_open(&f, path))) return st;
     memset(m->params, 0, m->num_floats * sizeof(float));
-    st = load_tensors(&f, m, "", m->params);
+    st = load_tensors(&f, m, "", m->params, 0, m->num_floats);
     gptc_st_close(&f);
     if (st || !mom) return st;
     snprintf(path, sizeof path, "%s/" OPTIM_FILE, step_dir);
     if ((st = gptc_st_open(&f, path))) return st;
-    memset(mom, 0, m->num_floats * sizeof(float));
-    memset(vel, 0, m->num_floats * sizeof(float));
-    if ((st = load_tensors(&f, m, "exp_avg.", mom)) || (st = load_tensors(&f, m, "exp_avg_sq.", vel))) goto done;
+    memset(mom, 0, (hi - lo) * sizeof(float));
+    memset(vel, 0, (hi - lo) * sizeof(float));
+    if ((st = load_tensors(&f, m, "exp_avg.", mom, lo, hi)) || (st = load_tensors(&f, m, "exp_avg_sq.", vel, lo, hi)))
+        goto done;
     memset(s, 0, sizeof *s);
     if ((st = meta_int(&f, "gptc.step", &s->step)) || (st = meta_u64(&f, "gptc.seed", &s->seed)) ||
         (st = meta_u64(&f, "gptc.rng", &s->rng)) || (st = meta_u64(&f, "gptc.loader_epoch", &s->loader_epoch)) ||

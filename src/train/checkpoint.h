@@ -40,5 +40,9 @@ gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, 
 /* Loads the weights into m (initialised with the same config; a different shape or GELU form is
  * refused naming both) and, when mom/vel/s are non-NULL, the optimizer moments and trainer state. */
 gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, float *vel, gptc_trainer_state *s);
+/* The same, but mom and vel hold only floats [lo, hi) of the arena (a ZeRO-1 shard; mom[0] is float
+ * lo): each tensor's piece inside the range is loaded, the rest of the file is skipped. */
+gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, float *mom, float *vel, size_t lo, size_t hi,
+                                 gptc_trainer_state *s);
 
 #endif

@@ -1,8 +1,17 @@
 /* trainer.c — the training loop: check everything, set up (or resume) model, optimizer and loaders,
  * then per step: micro-batches with gradient accumulation, global-norm clipping, the LR schedule,
- * AdamW, evaluation and checkpoints. Reports through the step callback; prints nothing. */
+ * AdamW, evaluation and checkpoints. Reports through the step callback; prints nothing.
+ *
+ * Data parallel (dist/dist.h): each rank reads its slice of every global batch; on the last
+ * micro-step the reducer exchanges the gradients bucket by bucket while the backward runs (each
+ * rank's loss gradient is pre-scaled by 1/ranks, so the sums are the average); loss and norm are
+ * summed in rank order, so every rank takes the same decisions. With ZeRO-1 each rank holds the
+ * moments of its shard of the arena, receives its shard of the reduced gradients, updates it, and
+ * the parameters are all-gathered. Rank 0 alone evaluates, samples, reports and writes checkpoints;
+ * every failure goes through gptc_dist_agree, so all ranks stop together with its message. */
 #include "gptc.h"
 #include "data/data.h"
+#include "dist/dist.h"
 #include "model/plan.h"
 #include "io/io.h"
 #include "optim/optim.h"
@@ -36,12 +45,21 @@ void gptc_train_options_default(gptc_train_options *o) {
     o->eval_batches = 8;
     o->sample_every = 0;
     o->sample_tokens = 64;
+    o->bucket_mb = 25;
 }
 
 typedef struct trainer {
     const gptc_train_options *o;
     gptc_model model;
-    float *mom, *vel;
+    float *mom, *vel;      /* AdamW moments of arena floats [lo, hi) */
+    int rank, world;
+    size_t lo, hi;         /* the floats this rank updates: all, or with ZeRO-1 its shard */
+    size_t *bounds;        /* [world+1] ZeRO-1 shard bounds (NULL without ZeRO-1) */
+    float *gshard;         /* ZeRO-1 on many ranks: this rank's reduced gradient shard (hi-lo) */
+    size_t *starts;        /* [ntensors] the tensors' offsets, for planning buckets */
+    gptc_reducer red;      /* the gradient exchange (many ranks only) */
+    size_t optim_bytes;    /* what allocating the moments added to gptc_alloc's live bytes */
+    bool use_red;
     gptc_loader train, val;
     bool has_val;
     int *inputs, *targets; /* (B,T) */
@@ -53,16 +71,20 @@ typedef struct trainer {
     gptc_adamw adamw;
 } trainer;
 
-static gptc_status check_options(const gptc_train_options *o) {
+static gptc_status check_options(const gptc_train_options *o, int world) {
     if (o->batch < 1) return gptc_fail(GPTC_ERR_ARG, "--batch %d: must be at least 1", o->batch);
     if (o->seq < 1) return gptc_fail(GPTC_ERR_ARG, "--seq %d: must be at least 1", o->seq);
     if (o->seq > o->model.context)
         return gptc_fail(GPTC_ERR_ARG, "--seq %d: longer than the model's context %d; use --seq <= %d or a larger --context",
                          o->seq, o->model.context, o->model.context);
     if (o->steps < 1) return gptc_fail(GPTC_ERR_ARG, "--steps %d: must be at least 1", o->steps);
-    long bt = (long)o->batch * o->seq;
+    long bt = (long)o->batch * o->seq * world;
     if (o->total_batch < 0 || (o->total_batch && o->total_batch % bt))
-        return gptc_fail(GPTC_ERR_ARG, "--total-batch %ld: must be a positive multiple of --batch x --seq = %ld", o->total_batch, bt);
+        return gptc_fail(GPTC_ERR_ARG, "--total-batch %ld: must be a positive multiple of --batch x --seq x ranks = %ld",
+                         o->total_batch, bt);
+    if (!(o->bucket_mb >= 0) || !isfinite(o->bucket_mb))
+        return gptc_fail(GPTC_ERR_ARG, "--bucket-mb %g: must be 0 (one exchange per tensor) or more", o->bucket_mb);
+    if (o->zero != 0 && o->zero != 1) return gptc_fail(GPTC_ERR_ARG, "--zero %d: must be 0 or 1", o->zero);
     if (!(o->lr > 0) || !isfinite(o->lr)) return gptc_fail(GPTC_ERR_ARG, "--lr %g: must be a positive number", o->lr);
     if (o->warmup < 0) return gptc_fail(GPTC_ERR_ARG, "--warmup %d: must be 0 or more", o->warmup);
     if (!(o->lr_floor >= 0 && o->lr_floor <= 1)) return gptc_fail(GPTC_ERR_ARG, "--lr-floor %g: must be in [0, 1]", o->lr_floor);
@@ -101,19 +123,19 @@ static gptc_status check_data_tokenizer(const char *flag, const char *spec, cons
 }
 
 static gptc_status open_loader(gptc_loader *l, const char *spec, bool want_val, const char *flag,
-                               const gptc_train_options *o, int vocab, bool shuffle) {
+                               const gptc_train_options *o, int vocab, bool shuffle, int rank, int world) {
     char **paths;
     int n;
     gptc_status st = gptc_data_resolve(spec, want_val, &paths, &n);
     if (st) return gptc_fail_prefix(st, "%s", flag);
-    st = gptc_loader_open(l, paths, n, o->batch, o->seq, vocab, shuffle, o->seed, 0, 1);
+    st = gptc_loader_open(l, paths, n, o->batch, o->seq, vocab, shuffle, o->seed, rank, world);
     gptc_paths_free(paths, n);
     if (st) return gptc_fail_prefix(st, "%s", flag);
     return GPTC_OK;
 }
 
 /* The settings a checkpoint records about the run that wrote it. */
-static void state_from_options(gptc_trainer_state *s, const gptc_train_options *o, int accum) {
+static void state_from_options(gptc_trainer_state *s, const gptc_train_options *o, long tokens_per_update) {
     s->seed = o->seed;
     s->lr = o->lr;
     s->lr_floor = o->lr_floor;
@@ -126,7 +148,7 @@ static void state_from_options(gptc_trainer_state *s, const gptc_train_options *
     s->clip = o->clip;
     s->batch = o->batch;
     s->seq = o->seq;
-    s->total_batch = (long)accum * o->batch * o->seq;
+    s->total_batch = tokens_per_update;
 }
 
 /* On resume, names every setting this run changes from the one the checkpoint was trained with:
@@ -159,11 +181,31 @@ static float evaluate(trainer *t) {
     return n ? (float)(sum / n) : NAN;
 }
 
+/* Every rank calls it: rank 0 writes the checkpoint (with ZeRO-1 on many ranks, after gathering
+ * every rank's moment shards into whole buffers, so the file is the one a single rank writes);
+ * returns the agreed status. */
 static gptc_status save(trainer *t, char *written, size_t cap) {
-    gptc_loader_pos pos = gptc_loader_tell(&t->train);
-    t->state.loader_epoch = pos.epoch;
-    t->state.loader_cursor = pos.cursor;
-    return gptc_ckpt_save(t->o->ckpt_dir, &t->model, t->mom, t->vel, &t->state, t->o->keep, written, cap);
+    gptc_status st = GPTC_OK;
+    float *mom = t->mom, *vel = t->vel, *whole = NULL;
+    size_t n = t->model.num_floats;
+    if (t->gshard) {
+        if (t->rank == 0 && !(whole = gptc_alloc(2 * n * sizeof(float), "checkpoint moments"))) st = GPTC_ERR_NOMEM;
+        if ((st = gptc_dist_agree(st))) return st;
+        if ((st = gptc_dist_gather_shards(t->mom, whole, t->bounds, 0)) ||
+            (st = gptc_dist_gather_shards(t->vel, whole ? whole + n : NULL, t->bounds, 0)))
+            goto done;
+        mom = whole;
+        vel = whole ? whole + n : NULL;
+    }
+    if (t->rank == 0) {
+        gptc_loader_pos pos = gptc_loader_tell(&t->train);
+        t->state.loader_epoch = pos.epoch;
+        t->state.loader_cursor = pos.cursor;
+        st = gptc_ckpt_save(t->o->ckpt_dir, &t->model, mom, vel, &t->state, t->o->keep, written, cap);
+    }
+done:
+    gptc_free(whole);
+    return gptc_dist_agree(st);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -195,7 +237,13 @@ static const char *sample_now(trainer *t) {
     return t->sample;
 }
 
+static void reducer_hook(void *user, size_t lo) { gptc_reducer_ready(user, lo); }
+
 static void trainer_free(trainer *t) {
+    gptc_reducer_free(&t->red);
+    free(t->bounds);
+    free(t->starts);
+    gptc_free(t->gshard);
     gptc_tokenizer_free(t->tok);
     free(t->sample);
     gptc_model_free(&t->model);
@@ -207,29 +255,25 @@ static void trainer_free(trainer *t) {
     gptc_free(t->targets);
 }
 
-gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, void *user, gptc_train_result *res) {
-    trainer t = {0};
-    gptc_train_options o = *opts;
+/* Everything before the first step: the checks, the data, the model (fresh or resumed), the
+ * optimizer state and, on many ranks, the gradient reducer. On failure the caller frees t. */
+static gptc_status setup(trainer *t, gptc_train_options *op) {
+    gptc_train_options o = *op; /* a copy for reading; what setup resolves goes back through op */
     gptc_status st;
-    gptc_train_result r = {.first_val_loss = NAN, .last_val_loss = NAN};
-    double *step_ms = NULL;
-
-    /* 1. everything that can be checked before touching memory or disk */
     gptc_data_meta meta = {0};
     bool has_meta = false;
     if (o.data && (st = gptc_data_meta_read(o.data, &meta, &has_meta))) return gptc_fail_prefix(st, "--data");
-    if (o.model.vocab == 0) o.model.vocab = has_meta ? meta.vocab : 50257;
-    if ((st = gptc_model_config_check(&o.model)) || (st = check_options(&o))) return st;
+    if (o.model.vocab == 0) o.model.vocab = op->model.vocab = has_meta ? meta.vocab : 50257;
+    if ((st = gptc_model_config_check(&o.model)) || (st = check_options(&o, t->world))) return st;
     if ((st = check_data_tokenizer("--data", o.data, &o.model)) ||
         (o.val_data && (st = check_data_tokenizer("--val-data", o.val_data, &o.model))))
         return st;
-    t.o = &o;
-    t.accum = o.total_batch ? (int)(o.total_batch / ((long)o.batch * o.seq)) : 1;
-    snprintf(t.state.tokenizer, sizeof t.state.tokenizer, "%s", has_meta ? meta.tokenizer : "");
-    state_from_options(&t.state, &o, t.accum);
+    t->accum = o.total_batch ? (int)(o.total_batch / ((long)o.batch * o.seq * t->world)) : 1;
+    snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", has_meta ? meta.tokenizer : "");
+    state_from_options(&t->state, &o, (long)t->accum * o.batch * o.seq * t->world);
     gptc_rng rng;
     gptc_rng_seed(&rng, o.seed);
-    t.state.rng = rng.state;
+    t->state.rng = rng.state;
 
     char resume[4096];
     bool resuming = false;
@@ -257,7 +301,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
                              "--gelu %s or another --ckpt folder",
                              resume, gptc_gelu_name(saved.gelu), gptc_gelu_name(o.model.gelu), gptc_gelu_name(saved.gelu));
     }
-    /* the run's whole footprint, planned from the settings, against what this machine allows */
+    /* the run's whole footprint per rank, planned from the settings, against what this machine allows */
     gptc_mem_request req;
     gptc_mem_request_default(&req);
     req.model = o.model;
@@ -268,6 +312,8 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     req.naive_attention = o.naive_attention;
     req.no_fusion = o.no_fusion;
     req.threads = o.threads;
+    req.ranks = t->world;
+    req.zero = o.zero;
     gptc_mem_plan plan;
     if ((st = gptc_mem_plan_make(&req, &plan))) return st;
     size_t have = gptc_machine_memory();
@@ -279,84 +325,155 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
                          plan.total / 1073741824.0, have / 1073741824.0);
     gptc_set_threads(o.threads);
 
-    /* 2. data */
-    if ((st = open_loader(&t.train, o.data, false, "--data", &o, o.model.vocab, o.shuffle))) goto fail;
+    /* data: each rank its slice of the train batches; evaluation (rank 0) reads the val set whole */
+    if ((st = open_loader(&t->train, o.data, false, "--data", &o, o.model.vocab, o.shuffle, t->rank, t->world))) return st;
     if (o.val_data) {
-        if ((st = open_loader(&t.val, o.val_data, true, "--val-data", &o, o.model.vocab, false))) goto fail;
-        t.has_val = true;
+        if ((st = open_loader(&t->val, o.val_data, true, "--val-data", &o, o.model.vocab, false, 0, 1))) return st;
+        t->has_val = true;
     } else if (gptc_is_dir(o.data)) {
         /* the folder's val split, if it has a usable one; without it the run trains unevaluated */
-        if (open_loader(&t.val, o.data, true, "--data (val split)", &o, o.model.vocab, false) == GPTC_OK)
-            t.has_val = true;
-        else
+        if (open_loader(&t->val, o.data, true, "--data (val split)", &o, o.model.vocab, false, 0, 1) == GPTC_OK)
+            t->has_val = true;
+        else if (t->rank == 0)
             gptc_warn("%s; training without evaluation", gptc_last_error());
     }
 
-    /* 3. model and optimizer */
-    if ((st = gptc_model_init(&t.model, &o.model))) goto fail;
-    t.model.naive_attention = o.naive_attention;
-    t.model.fuse = !o.no_fusion;
-    t.model.precision = o.dtype;
-    t.model.recompute = o.recompute;
-    if ((st = gptc_model_alloc_train(&t.model, o.batch, o.seq))) goto fail;
-    t.mom = gptc_alloc(t.model.num_floats * sizeof(float), "AdamW first moments");
-    t.vel = t.mom ? gptc_alloc(t.model.num_floats * sizeof(float), "AdamW second moments") : NULL;
-    t.inputs = t.vel ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
-    t.targets = t.inputs ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
-    if (!t.targets) { st = GPTC_ERR_NOMEM; goto fail; }
+    /* model and optimizer: the moments of this rank's range of the arena */
+    if ((st = gptc_model_init(&t->model, &o.model))) return st;
+    gptc_model *m = &t->model;
+    m->naive_attention = o.naive_attention;
+    m->fuse = !o.no_fusion;
+    m->precision = o.dtype;
+    m->recompute = o.recompute;
+    if ((st = gptc_model_alloc_train(m, o.batch, o.seq))) return st;
+    size_t n = m->num_floats, share = n;
+    t->lo = 0;
+    t->hi = n;
+    if (o.zero) {
+        if (!(t->bounds = malloc(sizeof(size_t) * (t->world + 1)))) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+        share = gptc_dist_shards(n, t->world, t->bounds);
+        t->lo = t->bounds[t->rank];
+        t->hi = t->bounds[t->rank + 1];
+        if (t->world > 1 && !(t->gshard = gptc_alloc(share * sizeof(float), "ZeRO-1 gradient shard"))) return GPTC_ERR_NOMEM;
+    }
+    size_t live0, live1;
+    gptc_alloc_stats(&live0, NULL);
+    t->mom = gptc_alloc(share * sizeof(float), "AdamW first moments");
+    t->vel = t->mom ? gptc_alloc(share * sizeof(float), "AdamW second moments") : NULL;
+    gptc_alloc_stats(&live1, NULL);
+    t->optim_bytes = live1 - live0; /* measured, to set beside the plan's figure */
+    t->inputs = t->vel ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
+    t->targets = t->inputs ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
+    if (!t->targets) return GPTC_ERR_NOMEM;
+    t->use_red = t->world > 1;
+    if (t->use_red) {
+        if (!(t->starts = malloc(sizeof(size_t) * m->ntensors))) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < m->ntensors; i++) t->starts[i] = m->tensors[i].offset;
+        if ((st = gptc_reducer_init(&t->red, m->grads, n, t->starts, m->ntensors, o.bucket_mb * 1e6, t->gshard,
+                                    t->bounds)))
+            return st;
+    }
     if (resuming) {
         gptc_trainer_state saved;
-        if ((st = gptc_ckpt_load(resume, &t.model, t.mom, t.vel, &saved))) goto fail;
-        warn_changes(resume, &saved, &t.state);
+        if ((st = gptc_ckpt_load_range(resume, m, t->mom, t->vel, t->lo, t->hi, &saved))) return st;
+        if (t->rank == 0) warn_changes(resume, &saved, &t->state);
         /* the run goes on with its own settings; the checkpoint gives the position and the RNG */
-        t.state.step = saved.step;
-        t.state.rng = saved.rng;
-        t.state.loader_epoch = saved.loader_epoch;
-        t.state.loader_cursor = saved.loader_cursor;
-        if (!t.state.tokenizer[0]) snprintf(t.state.tokenizer, sizeof t.state.tokenizer, "%s", saved.tokenizer);
-        gptc_loader_pos pos = {t.state.loader_epoch, t.state.loader_cursor};
-        if ((st = gptc_loader_seek(&t.train, pos))) { st = gptc_fail_prefix(st, "--ckpt %s", resume); goto fail; }
+        t->state.step = saved.step;
+        t->state.rng = saved.rng;
+        t->state.loader_epoch = saved.loader_epoch;
+        t->state.loader_cursor = saved.loader_cursor;
+        if (!t->state.tokenizer[0]) snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", saved.tokenizer);
+        gptc_loader_pos pos = {t->state.loader_epoch, t->state.loader_cursor};
+        if ((st = gptc_loader_seek(&t->train, pos))) return gptc_fail_prefix(st, "--ckpt %s", resume);
     } else {
-        gptc_model_init_weights(&t.model, o.seed);
+        gptc_model_init_weights(m, o.seed);
     }
-    t.sched = (gptc_lr_schedule){.lr = o.lr, .warmup = o.warmup, .steps = o.steps, .floor = o.lr_floor};
-    t.adamw = (gptc_adamw){.beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay};
+    t->sched = (gptc_lr_schedule){.lr = o.lr, .warmup = o.warmup, .steps = o.steps, .floor = o.lr_floor};
+    t->adamw = (gptc_adamw){.beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay};
     if (o.sample_every) {
-        if (!t.state.tokenizer[0]) {
-            gptc_warn("--sample-every: the data does not name its tokenizer (no meta.json); no samples");
-        } else if ((st = gptc_tokenizer_open(t.state.tokenizer, &t.tok)) || !(t.sample = malloc(SAMPLE_CAP))) {
-            st = st ? gptc_fail_prefix(st, "--sample-every") : gptc_fail(GPTC_ERR_NOMEM, "out of memory");
-            goto fail;
+        if (!t->state.tokenizer[0]) {
+            if (t->rank == 0) gptc_warn("--sample-every: the data does not name its tokenizer (no meta.json); no samples");
+        } else if ((st = gptc_tokenizer_open(t->state.tokenizer, &t->tok)) || !(t->sample = malloc(SAMPLE_CAP))) {
+            return st ? gptc_fail_prefix(st, "--sample-every") : gptc_fail(GPTC_ERR_NOMEM, "out of memory");
         }
     }
+    return GPTC_OK;
+}
+
+/* One optimizer step's gradients, loss and norm, the same on every rank: the micro-steps (the last
+ * one exchanging the gradients while its backward runs), then the loss summed over the ranks and
+ * the global gradient norm (with ZeRO-1 from the shards' sums of squares, added in rank order).
+ * *g gets the reduced gradients of this rank's range [lo, hi). */
+static gptc_status step_gradients(trainer *t, float *loss, double *norm, const float **g) {
+    const gptc_train_options *o = t->o;
+    gptc_model *m = &t->model;
+    gptc_status st;
+    gptc_model_zero_grad(m);
+    double loss_sum = 0;
+    for (int micro = 0; micro < t->accum; micro++) {
+        st = gptc_loader_next(&t->train, t->inputs, t->targets);
+        if (st) st = gptc_fail_prefix(st, "--data");
+        if ((st = gptc_dist_agree(st))) return st;
+        /* accumulation: only the last micro-step's backward exchanges the (summed) gradients */
+        m->grads_ready = t->use_red && micro == t->accum - 1 ? reducer_hook : NULL;
+        m->grads_ready_user = &t->red;
+        loss_sum += gptc_model_forward_backward(m, t->inputs, t->targets, o->batch, o->seq,
+                                                1.0f / ((float)t->accum * t->world));
+    }
+    m->grads_ready = NULL;
+    if (t->use_red && (st = gptc_dist_agree(gptc_reducer_finish(&t->red)))) return st;
+    *g = t->gshard ? t->gshard : m->grads + t->lo;
+    double sums[2] = {loss_sum / t->accum, o->zero ? gptc_grad_sumsq(*g, t->hi - t->lo) : 0};
+    if ((st = gptc_dist_agree(gptc_dist_sum_ordered(sums, 2)))) return st;
+    *loss = (float)(sums[0] / t->world);
+    *norm = sqrt(o->zero ? sums[1] : gptc_grad_sumsq(m->grads, m->num_floats));
+    return GPTC_OK;
+}
+
+gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, void *user, gptc_train_result *res) {
+    trainer t = {0};
+    gptc_train_options o = *opts;
+    gptc_status st;
+    gptc_train_result r = {.first_val_loss = NAN, .last_val_loss = NAN};
+    double *step_ms = NULL;
+    t.o = &o;
+    t.rank = gptc_dist_rank();
+    t.world = gptc_dist_world();
+    r.world = t.world;
+    /* a failure on any rank stops every rank here, before the first exchange of gradients */
+    if ((st = gptc_dist_agree(setup(&t, &o)))) goto fail;
     r.first_step = t.state.step;
+    r.optim_bytes = t.optim_bytes;
     r.model = o.model;
     r.num_params = gptc_model_num_params(&o.model);
     step_ms = malloc(sizeof(double) * (o.steps + 1));
-    if (!step_ms) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto fail; }
+    if ((st = gptc_dist_agree(step_ms ? GPTC_OK : gptc_fail(GPTC_ERR_NOMEM, "out of memory")))) goto fail;
 
-    /* 4. the loop */
-    long tokens_per_step = (long)t.accum * o.batch * o.seq;
+    /* the loop */
+    long tokens_per_step = t.state.total_batch;
     gptc_step_info base = {.event = GPTC_EVENT_START, .model = &o.model, .first_step = r.first_step,
                            .tokens_per_update = tokens_per_step, .step = r.first_step, .steps = o.steps, .val_loss = NAN};
-    bool stop = on_step && on_step(user, &base);
+    int stop = t.rank == 0 && on_step && on_step(user, &base);
+    gptc_dist_bcast(&stop, sizeof stop, 0);
     while (t.state.step < o.steps && !stop) {
         double t0 = gptc_now();
-        gptc_model_zero_grad(&t.model);
-        double loss_sum = 0;
-        for (int micro = 0; micro < t.accum; micro++) {
-            if ((st = gptc_loader_next(&t.train, t.inputs, t.targets))) { st = gptc_fail_prefix(st, "--data"); goto fail; }
-            loss_sum += gptc_model_forward_backward(&t.model, t.inputs, t.targets, o.batch, o.seq, 1.0f / t.accum);
-        }
-        float loss = (float)(loss_sum / t.accum);
-        double norm = gptc_grad_norm(t.model.grads, t.model.num_floats);
+        float loss;
+        double norm;
+        const float *g;
+        if ((st = step_gradients(&t, &loss, &norm, &g))) goto fail;
         float lr = gptc_lr_at(&t.sched, t.state.step);
-        if (!isfinite(loss) || !isfinite(norm)) {
+        if (!isfinite(loss) || !isfinite(norm))
             st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: loss %g, gradient norm %g are not finite; lower --lr or check the data",
                            t.state.step + 1, loss, norm);
-            goto fail;
+        /* every rank has the same loss and norm, so the same verdict; agreeing names rank 0 as its source */
+        if ((st = gptc_dist_agree(st))) goto fail;
+        float scale = gptc_clip_scale(norm, o.clip);
+        if (o.zero) {
+            gptc_adamw_update_range(&t.model, g, t.mom, t.vel, t.lo, t.hi, &t.adamw, lr, scale, t.state.step + 1);
+            if ((st = gptc_dist_agree(gptc_dist_allgather_shards(t.model.params, t.bounds)))) goto fail;
+        } else {
+            gptc_adamw_update(&t.model, t.mom, t.vel, &t.adamw, lr, scale, t.state.step + 1);
         }
-        gptc_adamw_update(&t.model, t.mom, t.vel, &t.adamw, lr, gptc_clip_scale(norm, o.clip), t.state.step + 1);
         t.state.step++;
         double ms = (gptc_now() - t0) * 1e3;
         step_ms[r.steps_run] = ms;
@@ -373,17 +490,20 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         info.ms = ms;
         info.tokens_per_s = tokens_per_step / (ms * 1e-3);
         bool last = t.state.step == o.steps;
-        if (t.has_val && ((o.eval_every && t.state.step % o.eval_every == 0) || last || r.steps_run == 1)) {
-            info.val_loss = evaluate(&t);
-            if (isnan(r.first_val_loss)) r.first_val_loss = info.val_loss;
-            r.last_val_loss = info.val_loss;
+        if (t.rank == 0) {
+            if (t.has_val && ((o.eval_every && t.state.step % o.eval_every == 0) || last || r.steps_run == 1)) {
+                info.val_loss = evaluate(&t);
+                if (isnan(r.first_val_loss)) r.first_val_loss = info.val_loss;
+                r.last_val_loss = info.val_loss;
+            }
+            if (t.tok && t.state.step % o.sample_every == 0) info.sample = sample_now(&t);
+            if (on_step && on_step(user, &info)) stop = 1;
         }
-        if (t.tok && t.state.step % o.sample_every == 0) info.sample = sample_now(&t);
-        if (on_step && on_step(user, &info)) stop = true;
+        gptc_dist_bcast(&stop, sizeof stop, 0); /* rank 0's callback may stop the run: all ranks stop */
         char written[4096];
         if (o.ckpt_dir && ((o.ckpt_every && t.state.step % o.ckpt_every == 0) || last || stop)) {
             if ((st = save(&t, written, sizeof written))) { st = gptc_fail_prefix(st, "--ckpt"); goto fail; }
-            if (on_step) {
+            if (on_step && t.rank == 0) {
                 gptc_step_info saved = info;
                 saved.event = GPTC_EVENT_CHECKPOINT;
                 saved.val_loss = NAN;
@@ -392,6 +512,13 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
                 on_step(user, &saved);
             }
         }
+    }
+    if (t.red.rounds) {
+        double sum = 0;
+        for (int i = 0; i < r.steps_run; i++) sum += step_ms[i];
+        r.comm_calls_per_step = (double)t.red.calls / t.red.rounds;
+        r.comm_wait_ms_per_step = t.red.wait_s * 1e3 / t.red.rounds;
+        r.comm_wait_share = sum > 0 ? t.red.wait_s * 1e3 / sum : 0;
     }
     if (r.steps_run) {
         qsort(step_ms, r.steps_run, sizeof *step_ms, cmp_double);

@@ -1,0 +1,236 @@
+/* test_mpi.c — data-parallel training under mpirun: `mpirun -np 2` of the gptc binary on the tiny
+ * model and tiny Shakespeare, 10 steps, against one plain process with twice the batch:
+ *   - 2 ranks x B give 1 rank x 2B's per-step losses (relative LOSS_TOL) and final weights (WEIGHT_TOL,
+ *     all but the attention's key biases, whose gradient is pure rounding noise: see weights_err), with gradient buckets of 0.05 MB (several buckets), one allreduce per tensor
+ *     (--bucket-mb 0), and ZeRO-1 with both; one case also accumulates two micro-steps per rank;
+ *   - ZeRO-1 halves the AdamW moments each rank allocates (as the run reports them);
+ *   - a checkpoint written by 2 ranks (ZeRO-1) resumes on 1, and one written by 1 resumes on 2
+ *     (ZeRO-1), each continuing to the uninterrupted run's losses and weights;
+ *   - a bad token id that only rank 1 reads stops the whole job, non-zero, with rank 1's message.
+ * Skipped (with a SKIP line) when the binary was built without MPI or mpirun is missing. */
+#include "test.h"
+#include "data/data.h"
+#include "dist/dist.h"
+#include "io/io.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STEPS 10
+#define LOSS_TOL 1e-5   /* |loss_2ranks - loss_1rank| / loss_1rank, every step */
+#define WEIGHT_TOL 1e-4 /* weights_err of the final weights */
+#define KBIAS_TOL 1e-4  /* the key biases (see weights_err), absolute */
+
+/* Root may run mpirun only when told to; --oversubscribe lets 2 ranks share fewer cores; shared
+ * memory (vader, without the cross-process copy a container may forbid) carries the messages between
+ * ranks of one host; ob1 avoids probing for UCX; a job that hangs is killed after 120 s. */
+#define MPIRUN                                                                                     \
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun -np 2 --oversubscribe " \
+    "--bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca pml ob1 "
+
+/* Whether the mpirun cases can run; prints the reason they are skipped when not. */
+static bool have_mpi(void) {
+    if (!gptc_dist_has_mpi()) {
+        printf("    SKIP: gptc was built without MPI (mpicc not found, or make MPI=0)\n");
+        return false;
+    }
+    if (test_run("command -v mpirun", NULL) != 0) {
+        printf("    SKIP: mpirun not found (tools/setup.sh installs openmpi-bin)\n");
+        return false;
+    }
+    return true;
+}
+
+/* `gptc train` of the tiny model on np ranks (1: a plain process) with micro-batch `batch`, into
+ * checkpoint folder ck (resuming from it), each step's loss into losses; extra flags appended.
+ * Returns the exit status; the output goes to *out (may be NULL). */
+static int train(int np, int batch, int steps, const char *ck, const char *losses, const char *extra, char **out) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "%s%s train --model tiny --data %s --batch %d --seq 32 --steps %d --warmup 2 --lr 2e-3 --lr-floor 1 "
+             "--threads 1 --eval-batches 1 --quiet --ckpt %s --log-losses %s %s",
+             np > 1 ? MPIRUN : "", test_gptc_bin(), test_shakespeare_data(), batch, steps, ck, losses, extra);
+    return test_run(cmd, out);
+}
+
+/* Reads a --log-losses file into loss[step] (steps 1..STEPS; NAN where absent). */
+static void read_losses(const char *path, double *loss) {
+    for (int i = 0; i <= STEPS; i++) loss[i] = NAN;
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f, "no losses file %s", path);
+    if (!f) return;
+    int step;
+    double l, norm, lr;
+    while (fscanf(f, "%d %lf %lf %lf", &step, &l, &norm, &lr) == 4)
+        if (step >= 1 && step <= STEPS) loss[step] = l;
+    fclose(f);
+}
+
+/* The largest relative loss difference over steps [from, STEPS]; NaN when a step is missing. */
+static double losses_err(const double *a, const double *b, int from) {
+    double worst = 0;
+    for (int s = from; s <= STEPS; s++) {
+        double e = fabs(a[s] - b[s]) / fabs(b[s]);
+        if (!(e <= worst)) worst = e;
+    }
+    return worst;
+}
+
+/* The largest, over the tensors, of max |a - b| / max(max |b|, 0.01) between the final weights of
+ * two checkpoint folders (the floor keeps tensors that start at zero, the biases, from dividing
+ * by their own tiny size); NaN when a tensor is missing. One slice is left out and measured on its
+ * own, absolute, into *kbias: the key third of attn.c_attn.bias. Its true gradient is zero (a key
+ * bias adds the same score to a whole softmax row), so what the backward computes there is
+ * rounding noise, which AdamW divides by its own size (plus eps): those weights move by steps the
+ * noise sets, and any change of summation order (B vs 2B rows) changes them. Small here (a few
+ * 1e-6 after 10 steps) but relative to nothing, they get an absolute bound. */
+static char g_worst[64]; /* the tensor of the last weights_err's largest difference */
+static double weights_err(const char *ck_a, const char *ck_b, double *kbias) {
+    char pa[1024], pb[1024];
+    snprintf(pa, sizeof pa, "%s/step-%08d/model.safetensors", ck_a, STEPS);
+    snprintf(pb, sizeof pb, "%s/step-%08d/model.safetensors", ck_b, STEPS);
+    gptc_st_file a = {0}, b = {0};
+    CHECK_OK(gptc_st_open(&a, pa));
+    CHECK_OK(gptc_st_open(&b, pb));
+    double worst = a.ntensors > 0 ? 0 : NAN;
+    *kbias = 0;
+    for (int i = 0; i < a.ntensors; i++) {
+        const gptc_st_tensor *x = &a.tensors[i], *y = gptc_st_find(&b, x->name);
+        if (!y || y->numel != x->numel || x->dtype != GPTC_F32) {
+            worst = NAN;
+            break;
+        }
+        const float *u = x->data, *v = y->data;
+        size_t n = x->numel, k0 = n, k1 = n; /* the key slice [k0, k1), if any */
+        if (strstr(x->name, "attn.c_attn.bias")) k0 = n / 3, k1 = 2 * n / 3;
+        double diff = 0, ref = 0.01;
+        for (size_t j = 0; j < n; j++) {
+            double d = fabs((double)u[j] - v[j]);
+            if (j >= k0 && j < k1) *kbias = fmax(*kbias, d);
+            else diff = fmax(diff, d);
+            ref = fmax(ref, fabs((double)v[j]));
+        }
+        if (!(diff / ref <= worst)) {
+            worst = diff / ref;
+            snprintf(g_worst, sizeof g_worst, "%s", x->name);
+        }
+    }
+    gptc_st_close(&a);
+    gptc_st_close(&b);
+    return worst;
+}
+
+/* The reference: one process, micro-batch 4, 10 steps (made once). */
+static const char *reference(double *loss) {
+    static char ck[600], losses[700];
+    if (!ck[0]) {
+        snprintf(ck, sizeof ck, "%s/mpi-ref", test_tmpdir());
+        snprintf(losses, sizeof losses, "%s/mpi-ref.losses", test_tmpdir());
+        char *out = NULL;
+        int rc = train(1, 4, STEPS, ck, losses, "", &out);
+        CHECK_MSG(rc == 0, "reference run failed: %s", out);
+        free(out);
+    }
+    read_losses(losses, loss);
+    return ck;
+}
+
+TEST(mpi_two_ranks_match_one_rank_double_batch) {
+    if (!have_mpi()) return;
+    double ref[STEPS + 1], got[STEPS + 1];
+    const char *ref_ck = reference(ref);
+    static const struct { const char *name, *flags; int batch, per_tensor; } cases[] = {
+        {"bucketed", "--bucket-mb 0.05", 2, 0},
+        {"per-tensor", "--bucket-mb 0", 2, 1},
+        {"zero1-bucketed", "--bucket-mb 0.05 --zero 1", 2, 0},
+        /* micro-batch 1, two micro-steps per update: only the last one exchanges gradients */
+        {"zero1-per-tensor-accum", "--bucket-mb 0 --zero 1 --total-batch 128", 1, 1},
+    };
+    double moments_mib[2] = {0, 0}; /* [zero] */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char ck[600], losses[700], *out = NULL;
+        snprintf(ck, sizeof ck, "%s/mpi-%s", test_tmpdir(), cases[i].name);
+        snprintf(losses, sizeof losses, "%s.losses", ck);
+        int rc = train(2, cases[i].batch, STEPS, ck, losses, cases[i].flags, &out);
+        CHECK_MSG(rc == 0, "%s: exit %d: %s", cases[i].name, rc, out);
+        CHECK_MSG(out && strstr(out, "comm: 2 ranks"), "%s: no comm summary in: %s", cases[i].name, out);
+        read_losses(losses, got);
+        double kb, le = losses_err(got, ref, 1), we = weights_err(ck, ref_ck, &kb);
+        const char *comm = out ? strstr(out, "comm: ") : NULL;
+        printf("    %-22s max loss rel diff %.2e, max weight diff %.2e (%s), key bias %.1e | %.*s\n", cases[i].name, le,
+               we, g_worst, kb, comm ? (int)strcspn(comm, "\n") : 0, comm ? comm : "");
+        CHECK_MSG(kb <= KBIAS_TOL, "%s: key biases differ by %g", cases[i].name, kb);
+        /* the tiny model has 28 tensors: one exchange each at --bucket-mb 0, fewer (and more than one) in buckets */
+        double calls = 0;
+        CHECK(comm && sscanf(comm, "comm: 2 ranks, %lf", &calls) == 1);
+        if (cases[i].per_tensor) CHECK_MSG(calls == 28, "%s: %g exchanges per step", cases[i].name, calls);
+        else CHECK_MSG(calls > 1 && calls < 28, "%s: %g exchanges per step", cases[i].name, calls);
+        CHECK_MSG(le <= LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
+        CHECK_MSG(we <= WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
+        /* ZeRO-1 halves the moments each rank allocates (to 64-byte rounding) */
+        const char *mem = out ? strstr(out, "memory: AdamW moments ") : NULL;
+        double mib = 0;
+        CHECK(mem && sscanf(mem, "memory: AdamW moments %lf", &mib) == 1);
+        moments_mib[strstr(cases[i].flags, "--zero 1") != NULL] = mib;
+        free(out);
+    }
+    printf("    AdamW moments per rank: %.3f MiB replicated, %.3f MiB with ZeRO-1\n", moments_mib[0], moments_mib[1]);
+    CHECK_MSG(fabs(moments_mib[1] - moments_mib[0] / 2) <= 0.01 * moments_mib[0], "ZeRO-1 moments %g MiB, replicated %g MiB",
+              moments_mib[1], moments_mib[0]);
+}
+
+TEST(mpi_checkpoints_resume_across_rank_counts) {
+    if (!have_mpi()) return;
+    double ref[STEPS + 1], got[STEPS + 1];
+    const char *ref_ck = reference(ref);
+    /* 2 ranks (ZeRO-1: the moments gathered into one file) for 5 steps, then 1 rank; and the other way */
+    static const struct { const char *name; int np1, b1, np2, b2; } cases[] = {
+        {"2to1", 2, 2, 1, 4},
+        {"1to2", 1, 4, 2, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char ck[600], losses[700], *out = NULL;
+        snprintf(ck, sizeof ck, "%s/mpi-resume-%s", test_tmpdir(), cases[i].name);
+        snprintf(losses, sizeof losses, "%s.losses", ck);
+        int rc = train(cases[i].np1, cases[i].b1, 5, ck, losses, "--zero 1 --bucket-mb 0.05", &out);
+        CHECK_MSG(rc == 0, "%s: first half: exit %d: %s", cases[i].name, rc, out);
+        free(out);
+        rc = train(cases[i].np2, cases[i].b2, STEPS, ck, losses, "--zero 1 --bucket-mb 0.05", &out);
+        CHECK_MSG(rc == 0, "%s: second half: exit %d: %s", cases[i].name, rc, out);
+        /* the micro-batch changed with the rank count: said once, by rank 0 in a job of two */
+        const char *warn = cases[i].np2 > 1 ? "[rank 0] gptc: warning: resuming" : "gptc: warning: resuming";
+        CHECK_MSG(out && strstr(out, warn) && !strstr(out, "[rank 1]"), "%s: no warning \"%s\" in: %s", cases[i].name,
+                  warn, out);
+        free(out);
+        read_losses(losses, got);
+        double kb, le = losses_err(got, ref, 6), we = weights_err(ck, ref_ck, &kb);
+        printf("    %s: steps 6-10 max loss rel diff %.2e, final weights max diff %.2e (%s), key bias %.1e\n", cases[i].name,
+               le, we, g_worst, kb);
+        CHECK_MSG(kb <= KBIAS_TOL, "%s: key biases differ by %g", cases[i].name, kb);
+        CHECK_MSG(le <= LOSS_TOL, "%s: resumed losses differ by %g (relative)", cases[i].name, le);
+        CHECK_MSG(we <= WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
+    }
+}
+
+TEST(mpi_bad_data_on_one_rank_stops_the_job) {
+    if (!have_mpi()) return;
+    /* 2 ranks, batch 1, seq 8, windows in order: step 2's global batch is windows 2 and 3, and
+     * rank 1 reads window 3 (tokens 24..32); token 28 is out of the 256-token vocabulary */
+    uint16_t tok[200];
+    for (int i = 0; i < 200; i++) tok[i] = (uint16_t)(i % 50 + 32);
+    tok[28] = 300;
+    char shard[600], ck[600], cmd[4096], *out = NULL;
+    snprintf(shard, sizeof shard, "%s/mpi-bad.bin", test_tmpdir());
+    snprintf(ck, sizeof ck, "%s/mpi-bad-ck", test_tmpdir());
+    CHECK_OK(gptc_shard_write(shard, tok, 200));
+    snprintf(cmd, sizeof cmd,
+             MPIRUN "%s train --model tiny --vocab 256 --data %s --batch 1 --seq 8 --steps 5 --sequential --threads 1 "
+                    "--ckpt %s",
+             test_gptc_bin(), shard, ck);
+    int rc = test_run(cmd, &out);
+    CHECK_MSG(rc != 0, "the job did not fail: %s", out);
+    CHECK_MSG(out && strstr(out, "[rank 1] gptc: --data") && strstr(out, "mpi-bad.bin"),
+              "no message from rank 1 naming the shard in: %s", out);
+    free(out);
+}
