@@ -119,6 +119,8 @@ typedef struct gptc_train_options {
     gptc_recompute recompute; /* --recompute (0: none) */
     int sample_every;      /* steps between samples in the log (0: none); needs the data's tokenizer */
     int sample_tokens;     /* tokens per sample */
+    const char *profile;   /* --profile: write a Chrome trace-event JSON of the run's operators here (NULL: off);
+                            * the spans stay in memory for the CLI's table (train/profile_report.h) */
 } gptc_train_options;
 
 void gptc_train_options_default(gptc_train_options *o);

@@ -3,6 +3,7 @@
 #include "cli/options.h"
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "train/profile_report.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -61,6 +62,7 @@ static const gptc_option g_train_opts[] = {
     {"sample-tokens", OPT_INT, F(t.sample_tokens), "N", "tokens per sample in the log", 1, 1 << 20},
     {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
+    {"profile", OPT_STRING, F(t.profile), "FILE", "write a Chrome trace-event timeline of every operator (open it in Perfetto or chrome://tracing) to FILE.json and print a per-operator table at the end", 0, 0},
 };
 #undef F
 
@@ -183,6 +185,7 @@ int gptc_cmd_train(int argc, char **argv) {
     gptc_train_result r;
     gptc_status st = gptc_train(&c.t, on_step, &p, &r);
     if (st) {
+        gptc_prof_free();
         if (p.tty && p.started) printf("\n");
         gptc_cli_error();
         return p.started ? 1 : 2;
@@ -206,5 +209,10 @@ int gptc_cmd_train(int argc, char **argv) {
                "MFU %.1f%%\n",
                flops, r.tokens_per_s * flops / 1e9, kind, peak, c.t.threads ? c.t.threads : gptc_threads(),
                100.0 * r.tokens_per_s * flops / 1e9 / peak);
+    if (c.t.profile) {
+        printf("profile: trace written to %s\n", c.t.profile);
+        gptc_prof_print_table(stdout, peak, kind);
+        gptc_prof_free();
+    }
     return 0;
 }

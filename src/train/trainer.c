@@ -7,6 +7,7 @@
 #include "io/io.h"
 #include "optim/optim.h"
 #include "train/checkpoint.h"
+#include "train/profile_report.h"
 #include "train/sampler.h"
 
 #include <math.h>
@@ -82,6 +83,7 @@ static gptc_status check_options(const gptc_train_options *o) {
     if (o->ckpt_dir && strlen(o->ckpt_dir) > 3000) return gptc_fail(GPTC_ERR_ARG, "--ckpt: path too long");
     if (o->ckpt_dir && gptc_is_file(o->ckpt_dir))
         return gptc_fail(GPTC_ERR_ARG, "--ckpt %s: is a file; give a folder (it is created if missing)", o->ckpt_dir);
+    if (o->profile) return gptc_prof_check_path(o->profile);
     return GPTC_OK;
 }
 
@@ -150,12 +152,14 @@ static float evaluate(trainer *t) {
     gptc_loader_rewind(&t->val);
     double sum = 0;
     int n = 0;
+    gptc_prof_begin(GPTC_PROF_PHASE, "eval", -1);
     for (int i = 0; i < o->eval_batches; i++) {
-        if (gptc_loader_next(&t->val, t->inputs, t->targets) != GPTC_OK) return NAN;
+        if (gptc_loader_next(&t->val, t->inputs, t->targets) != GPTC_OK) { n = 0; break; }
         if (gptc_loader_tell(&t->val).epoch > 0) break; /* the val set is smaller than eval_batches */
         sum += gptc_model_forward(&t->model, t->inputs, t->targets, o->batch, o->seq);
         n++;
     }
+    gptc_prof_end(0, 0);
     return n ? (float)(sum / n) : NAN;
 }
 
@@ -163,7 +167,10 @@ static gptc_status save(trainer *t, char *written, size_t cap) {
     gptc_loader_pos pos = gptc_loader_tell(&t->train);
     t->state.loader_epoch = pos.epoch;
     t->state.loader_cursor = pos.cursor;
-    return gptc_ckpt_save(t->o->ckpt_dir, &t->model, t->mom, t->vel, &t->state, t->o->keep, written, cap);
+    gptc_prof_begin(GPTC_PROF_PHASE, "checkpoint", -1);
+    gptc_status st = gptc_ckpt_save(t->o->ckpt_dir, &t->model, t->mom, t->vel, &t->state, t->o->keep, written, cap);
+    gptc_prof_end(0, 0);
+    return st;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -340,8 +347,10 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     gptc_step_info base = {.event = GPTC_EVENT_START, .model = &o.model, .first_step = r.first_step,
                            .tokens_per_update = tokens_per_step, .step = r.first_step, .steps = o.steps, .val_loss = NAN};
     bool stop = on_step && on_step(user, &base);
+    if (o.profile) gptc_prof_start();
     while (t.state.step < o.steps && !stop) {
         double t0 = gptc_now();
+        gptc_prof_begin(GPTC_PROF_STEP, "step", -1);
         gptc_model_zero_grad(&t.model);
         double loss_sum = 0;
         for (int micro = 0; micro < t.accum; micro++) {
@@ -349,6 +358,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
             loss_sum += gptc_model_forward_backward(&t.model, t.inputs, t.targets, o.batch, o.seq, 1.0f / t.accum);
         }
         float loss = (float)(loss_sum / t.accum);
+        gptc_prof_begin(GPTC_PROF_PHASE, "optimizer", -1);
         double norm = gptc_grad_norm(t.model.grads, t.model.num_floats);
         float lr = gptc_lr_at(&t.sched, t.state.step);
         if (!isfinite(loss) || !isfinite(norm)) {
@@ -358,6 +368,8 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         }
         gptc_adamw_update(&t.model, t.mom, t.vel, &t.adamw, lr, gptc_clip_scale(norm, o.clip), t.state.step + 1);
         t.state.step++;
+        gptc_prof_end(0, 0); /* optimizer */
+        gptc_prof_end(0, 0); /* step */
         double ms = (gptc_now() - t0) * 1e3;
         step_ms[r.steps_run] = ms;
         if (r.steps_run == 0) r.first_loss = loss;
@@ -400,8 +412,9 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         r.ms_per_step = med;
         r.tokens_per_s = tokens_per_step / (med * 1e-3);
     }
-    st = GPTC_OK;
+    st = o.profile ? (gptc_prof_stop(), gptc_prof_write_trace(o.profile)) : GPTC_OK;
 fail:
+    if (o.profile) gptc_prof_stop();
     free(step_ms);
     trainer_free(&t);
     if (res) *res = r;
