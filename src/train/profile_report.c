@@ -196,8 +196,11 @@ void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind) {
     for (int p = 0; p < 5; p++)
         if (s->phase_seconds[p] > 0) fprintf(f, " %s %.2f ms", k_phases[p], s->phase_seconds[p] * 1e3 / s->counted);
     fprintf(f, "\n");
-    if (s->phase_seconds[5] > 0 || s->phase_seconds[6] > 0)
-        fprintf(f, "profile: between steps, whole run: eval %.1f ms, checkpoint %.1f ms\n", s->phase_seconds[5] * 1e3,
-                s->phase_seconds[6] * 1e3);
+    if (s->phase_seconds[5] > 0 || s->phase_seconds[6] > 0) {
+        fprintf(f, "profile: between steps, whole run:");
+        for (int p = 5; p < 7; p++)
+            if (s->phase_seconds[p] > 0) fprintf(f, " %s %.1f ms", k_phases[p], s->phase_seconds[p] * 1e3);
+        fprintf(f, "\n");
+    }
     free(s);
 }
