@@ -123,6 +123,8 @@ typedef struct gptc_train_options {
      * sequences of each global batch of ranks x B, and total_batch counts the tokens of all ranks */
     float bucket_mb;       /* MB of gradients per exchange bucket (0: one exchange per tensor) */
     int zero;              /* 1: ZeRO-1, the AdamW moments split over the ranks; 0: every rank holds all */
+    const char *profile;   /* --profile: write a Chrome trace-event JSON of the run's operators here (NULL: off);
+                            * the spans stay in memory for the CLI's table (train/profile_report.h) */
 } gptc_train_options;
 
 void gptc_train_options_default(gptc_train_options *o);

@@ -13,6 +13,7 @@
 #include "dist/dist.h"
 #include "io/io.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,4 +234,43 @@ TEST(mpi_bad_data_on_one_rank_stops_the_job) {
     CHECK_MSG(out && strstr(out, "[rank 1] gptc: --data") && strstr(out, "mpi-bad.bin"),
               "no message from rank 1 naming the shard in: %s", out);
     free(out);
+}
+
+/* One trace for the job: rank 0 gathers every rank's spans (pid = rank), communication included. */
+TEST(mpi_profile_has_every_rank_and_the_communication) {
+    if (!have_mpi()) return;
+    char trace[600], ck[600], losses[700], extra[800], *out = NULL;
+    snprintf(trace, sizeof trace, "%s/mpi-profile.json", test_tmpdir());
+    snprintf(ck, sizeof ck, "%s/mpi-profile-ck", test_tmpdir());
+    snprintf(losses, sizeof losses, "%s/mpi-profile.losses", test_tmpdir());
+    snprintf(extra, sizeof extra, "--profile %s --bucket-mb 0.05", trace);
+    int rc = train(2, 2, 3, ck, losses, extra, &out);
+    CHECK_MSG(rc == 0, "profiled 2-rank run failed: %s", out);
+    free(out);
+    size_t len;
+    char *text = NULL;
+    CHECK_OK(gptc_file_read_all(trace, &text, &len));
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    CHECK_MSG(root != NULL, "%s is not JSON", trace);
+    const cJSON *events = cJSON_GetObjectItemCaseSensitive(root, "traceEvents"), *e;
+    int steps[2] = {0}, starts[2] = {0}, waits[2] = {0}, others = 0;
+    cJSON_ArrayForEach(e, events) {
+        const cJSON *pid = cJSON_GetObjectItemCaseSensitive(e, "pid"), *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+        if (!cJSON_IsNumber(pid) || !cJSON_IsString(name)) continue;
+        int p = pid->valueint;
+        if (p < 0 || p > 1) { others++; continue; }
+        steps[p] += strcmp(name->valuestring, "step") == 0;
+        starts[p] += strcmp(name->valuestring, "comm.start_allreduce") == 0;
+        waits[p] += strcmp(name->valuestring, "comm.wait_grads") == 0;
+    }
+    for (int p = 0; p < 2; p++) {
+        CHECK_MSG(steps[p] == 3, "rank %d: %d step spans, want 3", p, steps[p]);
+        CHECK_MSG(waits[p] == 3, "rank %d: %d comm.wait_grads spans, want 3", p, waits[p]);
+        /* 0.05 MB buckets over the tiny model's gradients: several exchanges per step */
+        CHECK_MSG(starts[p] >= 3 * 2 && starts[p] % 3 == 0, "rank %d: %d bucket starts over 3 steps", p, starts[p]);
+    }
+    CHECK_MSG(starts[0] == starts[1], "ranks started %d and %d exchanges", starts[0], starts[1]);
+    CHECK_MSG(others == 0, "%d events with a pid other than 0 or 1", others);
+    cJSON_Delete(root);
+    gptc_free(text);
 }

@@ -6,6 +6,7 @@
 #include "core/core.h"
 #include "dist/dist.h"
 #include "kernels/kernels.h"
+#include "train/profile_report.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -70,6 +71,7 @@ static const gptc_option g_train_opts[] = {
     {"comm-timeout", OPT_FLOAT, F(comm_timeout), "S", "under mpirun: a rank that waits more than S seconds for the others in one exchange ends the job, naming it (0: wait forever); must exceed rank 0's longest checkpoint write", 0, 1e9},
     {"log-losses", OPT_STRING, F(log_losses), "FILE", "write each step's \"step loss grad_norm lr\" to FILE (full precision, one line a step)", 0, 0},
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
+    {"profile", OPT_STRING, F(t.profile), "FILE", "write a Chrome trace-event timeline of every operator (open it in Perfetto or chrome://tracing) to FILE.json and print a per-operator table at the end", 0, 0},
 };
 #undef F
 
@@ -230,6 +232,7 @@ static int run_train(int argc, char **argv) {
     gptc_train_result r;
     gptc_status st = gptc_train(&c.t, on_step, &p, &r);
     if (p.losses) fclose(p.losses);
+    if (st) gptc_prof_free();
     if (st && gptc_dist_world() > 1 && gptc_dist_failed_rank() < 0) {
         /* a failure the other ranks do not know of: they may be waiting for this one */
         gptc_cli_error();
@@ -265,5 +268,10 @@ static int run_train(int argc, char **argv) {
                "MFU %.1f%%\n",
                flops, r.tokens_per_s * flops / 1e9, kind, peak, c.t.threads ? c.t.threads : gptc_threads(),
                r.world > 1 ? " x ranks" : "", 100.0 * r.tokens_per_s * flops / 1e9 / peak);
+    if (c.t.profile) {
+        printf("profile: trace written to %s\n", c.t.profile);
+        gptc_prof_print_table(stdout, peak, kind);
+        gptc_prof_free();
+    }
     return 0;
 }

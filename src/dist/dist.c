@@ -1,6 +1,7 @@
 /* dist.c — the part of the data-parallel layer both backends share (see dist.h): sums in rank
  * order, agreeing on a failure, ZeRO-1's shard bounds, and the bucketed gradient reducer. */
 #include "dist/dist.h"
+#include "core/profile.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -129,6 +130,7 @@ void gptc_reducer_free(gptc_reducer *r) {
 
 static void start_bucket(gptc_reducer *r, gptc_bucket *b) {
     gptc_status st;
+    gptc_prof_begin(GPTC_PROF_COMM, r->shard ? "comm.start_reduce_scatter" : "comm.start_allreduce", -1);
     if (r->shard) {
         int me = gptc_dist_rank();
         size_t from = b->lo > r->bounds[me] ? b->lo : r->bounds[me];
@@ -137,6 +139,7 @@ static void start_bucket(gptc_reducer *r, gptc_bucket *b) {
     } else {
         st = gptc_comm_iallreduce_f(r->grads + b->lo, b->hi - b->lo, &b->req);
     }
+    gptc_prof_end(0, sizeof(float) * (double)(b->hi - b->lo));
     r->calls++;
     if (st && !r->st) r->st = st;
 }

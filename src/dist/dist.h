@@ -54,6 +54,10 @@ gptc_status gptc_dist_gather_shards(const float *mine, float *all, const size_t 
 /* arena (bounds[world] floats): every rank's shard [bounds[r], bounds[r+1]) copied to every rank. */
 gptc_status gptc_dist_allgather_shards(float *arena, const size_t *bounds);
 
+/* root's *all (malloc'd; *total bytes) = every rank's mine (len bytes; lengths may differ) in rank
+ * order; the other ranks get NULL and 0. For reports gathered at the end of a run (the profile). */
+gptc_status gptc_dist_gather_bytes(const void *mine, size_t len, char **all, size_t *total, int root);
+
 /* ---- agreeing on a failure
  * Every rank passes its own status; if any failed, every rank returns the status of the lowest
  * failing rank with its message (the failing rank keeps its own), and gptc_dist_failed_rank() names

@@ -75,6 +75,55 @@ gptc_status gptc_comm_allgather(const void *mine, void *all, size_t bytes) {
     return GPTC_OK;
 }
 
+gptc_status gptc_dist_gather_bytes(const void *mine, size_t len, char **all, size_t *total, int root) {
+    *all = NULL;
+    *total = 0;
+    if (g_world == 1) {
+        if (!(*all = malloc(len ? len : 1))) return gptc_fail(GPTC_ERR_NOMEM, "out of memory gathering %zu bytes", len);
+        memcpy(*all, mine, len);
+        *total = len;
+        return GPTC_OK;
+    }
+    long long mylen = (long long)len, *lens = NULL;
+    int *counts = NULL, *displs = NULL;
+    gptc_status st = GPTC_OK;
+    if (g_rank == root) {
+        lens = malloc(sizeof *lens * g_world);
+        counts = malloc(sizeof *counts * g_world);
+        displs = malloc(sizeof *displs * g_world);
+        if (!lens || !counts || !displs) st = gptc_fail(GPTC_ERR_NOMEM, "out of memory gathering from %d ranks", g_world);
+    }
+    if ((st = gptc_dist_agree(st))) goto done;
+    gptc_dist_wait_begin("MPI_Gather (lengths)");
+    MPI_Gather(&mylen, 1, MPI_LONG_LONG, lens, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD);
+    gptc_dist_wait_end();
+    if (g_rank == root) {
+        long long sum = 0;
+        for (int q = 0; q < g_world; q++) {
+            counts[q] = (int)lens[q];
+            displs[q] = (int)sum;
+            sum += lens[q];
+        }
+        if (sum > INT_MAX) st = gptc_fail(GPTC_ERR_ARG, "gathering %lld bytes: more than 2 GiB", sum);
+        else if (!(*all = malloc(sum ? (size_t)sum : 1))) st = gptc_fail(GPTC_ERR_NOMEM, "out of memory gathering %lld bytes", sum);
+        else *total = (size_t)sum;
+    }
+    if ((st = gptc_dist_agree(st))) goto done;
+    gptc_dist_wait_begin("MPI_Gatherv (bytes)");
+    MPI_Gatherv(mine, as_int(len), MPI_BYTE, *all, counts, displs, MPI_BYTE, root, MPI_COMM_WORLD);
+    gptc_dist_wait_end();
+done:
+    if (st) {
+        free(*all);
+        *all = NULL;
+        *total = 0;
+    }
+    free(lens);
+    free(counts);
+    free(displs);
+    return st;
+}
+
 gptc_status gptc_dist_bcast(void *buf, size_t bytes, int root) {
     if (g_world == 1) return GPTC_OK;
     gptc_dist_wait_begin("MPI_Bcast");

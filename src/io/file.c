@@ -61,6 +61,65 @@ gptc_status gptc_fsync_dir(const char *path) {
     return GPTC_OK;
 }
 
+/* The failure of step `what` on f's path with errno err; removes the temp file and releases f. */
+static gptc_status atomic_fail(gptc_atomic_file *f, const char *what, int err) {
+    if (f->fd >= 0) close(f->fd);
+    if (f->tmp) unlink(f->tmp);
+    gptc_status st = gptc_fail(GPTC_ERR_IO, "%s: %s: %s; check that the folder exists, its permissions and free space",
+                               f->path, what, strerror(err));
+    gptc_free(f->tmp);
+    *f = (gptc_atomic_file){.fd = -1};
+    return st;
+}
+
+gptc_status gptc_atomic_open(gptc_atomic_file *f, const char *path) {
+    *f = (gptc_atomic_file){.fd = -1, .path = path};
+    if (!path || !*path) return gptc_fail(GPTC_ERR_ARG, "cannot write a file with an empty path");
+    size_t tmplen = strlen(path) + 32;
+    f->tmp = gptc_alloc(tmplen, "a temp file name");
+    if (!f->tmp) return GPTC_ERR_NOMEM;
+    snprintf(f->tmp, tmplen, "%s.tmp-%ld", path, (long)getpid());
+    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f->fd < 0) {
+        int err = errno;
+        gptc_free(f->tmp);
+        f->tmp = NULL; /* nothing was created */
+        return atomic_fail(f, "cannot create temp file", err);
+    }
+    return GPTC_OK;
+}
+
+gptc_status gptc_atomic_write(gptc_atomic_file *f, const void *buf, size_t n) {
+    if (n > 0 && gptc_file_write_full(f->fd, buf, n) != 0) return atomic_fail(f, "cannot write", errno);
+    return GPTC_OK;
+}
+
+void gptc_atomic_abort(gptc_atomic_file *f) {
+    if (f->fd >= 0) close(f->fd);
+    if (f->tmp) unlink(f->tmp);
+    gptc_free(f->tmp);
+    *f = (gptc_atomic_file){.fd = -1};
+}
+
+gptc_status gptc_atomic_commit(gptc_atomic_file *f) {
+    int rc;
+    do rc = fsync(f->fd); while (rc != 0 && errno == EINTR);
+    if (rc != 0) return atomic_fail(f, "cannot sync", errno);
+    rc = close(f->fd); /* on Linux the fd is gone even when this fails */
+    f->fd = -1;
+    if (rc != 0 && errno != EINTR) return atomic_fail(f, "cannot close", errno);
+    if (rename(f->tmp, f->path) != 0) return atomic_fail(f, "cannot rename temp file over it", errno);
+    gptc_free(f->tmp);
+    const char *path = f->path;
+    *f = (gptc_atomic_file){.fd = -1};
+    /* The rename is durable only once the folder entry is on disk. */
+    char *dir = gptc_file_parent(path);
+    if (!dir) return GPTC_ERR_NOMEM;
+    gptc_status st = gptc_fsync_dir(dir);
+    gptc_free(dir);
+    return st;
+}
+
 gptc_status gptc_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int nparts) {
     if (!path || !*path) return gptc_fail(GPTC_ERR_ARG, "cannot write a file with an empty path");
     if (nparts < 0 || (nparts > 0 && (!parts || !lens)))
@@ -68,53 +127,10 @@ gptc_status gptc_file_write_atomic(const char *path, const void *const *parts, c
     for (int i = 0; i < nparts; i++)
         if (lens[i] > 0 && !parts[i])
             return gptc_fail(GPTC_ERR_ARG, "%s: cannot write: part %d has %zu bytes but no data", path, i, lens[i]);
-
-    size_t tmplen = strlen(path) + 32;
-    char *tmp = gptc_alloc(tmplen, "a temp file name");
-    if (!tmp) return GPTC_ERR_NOMEM;
-    snprintf(tmp, tmplen, "%s.tmp-%ld", path, (long)getpid());
-
-    const char *what = "cannot create temp file";
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0, err = 0;
-    if (fd < 0) {
-        err = errno;
-        goto fail;
-    }
-    what = "cannot write";
-    for (int i = 0; i < nparts && rc == 0; i++)
-        if (lens[i] > 0) rc = gptc_file_write_full(fd, parts[i], lens[i]);
-    if (rc == 0) {
-        what = "cannot sync";
-        do rc = fsync(fd); while (rc != 0 && errno == EINTR);
-    }
-    if (rc == 0) {
-        what = "cannot close";
-        rc = close(fd); /* on Linux the fd is gone even when this fails */
-        fd = -1;
-        if (rc != 0 && errno == EINTR) rc = 0;
-    }
-    if (rc == 0) {
-        what = "cannot rename temp file over it";
-        rc = rename(tmp, path);
-    }
-    if (rc != 0) {
-        err = errno;
-        if (fd >= 0) close(fd);
-        unlink(tmp);
-        goto fail;
-    }
-    gptc_free(tmp);
-    /* The rename is durable only once the folder entry is on disk. */
-    char *dir = gptc_file_parent(path);
-    if (!dir) return GPTC_ERR_NOMEM;
-    gptc_status st = gptc_fsync_dir(dir);
-    gptc_free(dir);
-    return st;
-
-fail:
-    gptc_free(tmp);
-    return gptc_fail(GPTC_ERR_IO, "%s: %s: %s; check that the folder exists, its permissions and free space", path,
-                     what, strerror(err));
+    gptc_atomic_file f;
+    gptc_status st = gptc_atomic_open(&f, path);
+    for (int i = 0; i < nparts && st == GPTC_OK; i++) st = gptc_atomic_write(&f, parts[i], lens[i]);
+    return st ? st : gptc_atomic_commit(&f);
 }
 
 gptc_status gptc_file_read_all(const char *path, char **data, size_t *len) {

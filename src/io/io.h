@@ -9,6 +9,18 @@
 /* Writes the concatenation of nparts buffers to path atomically: path.tmp-PID, fsync, rename over
  * path, fsync the folder. On any failure the old file (if any) is untouched and the temp removed. */
 gptc_status gptc_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int nparts);
+/* The same in pieces, for output too large to hold: open creates path.tmp-PID, write appends,
+ * commit syncs, renames over path and syncs the folder; abort removes the temp. A failed write or
+ * commit has already removed the temp and released f (the message names path and the step). */
+typedef struct gptc_atomic_file {
+    const char *path; /* not copied: must outlive f */
+    char *tmp;
+    int fd;
+} gptc_atomic_file;
+gptc_status gptc_atomic_open(gptc_atomic_file *f, const char *path);
+gptc_status gptc_atomic_write(gptc_atomic_file *f, const void *buf, size_t n);
+gptc_status gptc_atomic_commit(gptc_atomic_file *f);
+void gptc_atomic_abort(gptc_atomic_file *f);
 /* Reads a whole file into a gptc_alloc buffer, released with gptc_free (NUL-terminated, *len excludes the NUL). */
 gptc_status gptc_file_read_all(const char *path, char **data, size_t *len);
 /* Creates a folder and its parents (like mkdir -p). */

@@ -1,5 +1,6 @@
 /* schedule.c — linear warm-up then cosine decay to a floor; gradient norm and clipping factor. */
 #include "optim/optim.h"
+#include "core/profile.h"
 
 #include <math.h>
 #include <omp.h>
@@ -18,6 +19,7 @@ float gptc_lr_at(const gptc_lr_schedule *s, int step) {
  * the same bits for any thread count. */
 #define NCHUNK 64
 double gptc_grad_sumsq(const float *g, size_t n) {
+    gptc_prof_begin(GPTC_PROF_OPT, "grad_norm", -1);
     double partial[NCHUNK];
     size_t per = (n + NCHUNK - 1) / NCHUNK;
     per = (per + 7) & ~(size_t)7;
@@ -33,6 +35,7 @@ double gptc_grad_sumsq(const float *g, size_t n) {
     }
     double total = 0;
     for (int c = 0; c < NCHUNK; c++) total += partial[c];
+    gptc_prof_end(2.0 * n, 4.0 * n); /* a multiply-add per float read */
     return total;
 }
 

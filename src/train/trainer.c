@@ -16,6 +16,7 @@
 #include "io/io.h"
 #include "optim/optim.h"
 #include "train/checkpoint.h"
+#include "train/profile_report.h"
 #include "train/sampler.h"
 
 #include <math.h>
@@ -104,6 +105,7 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
     if (o->ckpt_dir && strlen(o->ckpt_dir) > 3000) return gptc_fail(GPTC_ERR_ARG, "--ckpt: path too long");
     if (o->ckpt_dir && gptc_is_file(o->ckpt_dir))
         return gptc_fail(GPTC_ERR_ARG, "--ckpt %s: is a file; give a folder (it is created if missing)", o->ckpt_dir);
+    if (o->profile && gptc_dist_rank() == 0) return gptc_prof_check_path(o->profile); /* rank 0 writes it */
     return GPTC_OK;
 }
 
@@ -172,12 +174,14 @@ static float evaluate(trainer *t) {
     gptc_loader_rewind(&t->val);
     double sum = 0;
     int n = 0;
+    gptc_prof_begin(GPTC_PROF_PHASE, "eval", -1);
     for (int i = 0; i < o->eval_batches; i++) {
-        if (gptc_loader_next(&t->val, t->inputs, t->targets) != GPTC_OK) return NAN;
+        if (gptc_loader_next(&t->val, t->inputs, t->targets) != GPTC_OK) { n = 0; break; }
         if (gptc_loader_tell(&t->val).epoch > 0) break; /* the val set is smaller than eval_batches */
         sum += gptc_model_forward(&t->model, t->inputs, t->targets, o->batch, o->seq);
         n++;
     }
+    gptc_prof_end(0, 0);
     return n ? (float)(sum / n) : NAN;
 }
 
@@ -186,11 +190,12 @@ static float evaluate(trainer *t) {
  * returns the agreed status. */
 static gptc_status save(trainer *t, char *written, size_t cap) {
     gptc_status st = GPTC_OK;
+    gptc_prof_begin(GPTC_PROF_PHASE, "checkpoint", -1);
     float *mom = t->mom, *vel = t->vel, *whole = NULL;
     size_t n = t->model.num_floats;
     if (t->gshard) {
         if (t->rank == 0 && !(whole = gptc_alloc(2 * n * sizeof(float), "checkpoint moments"))) st = GPTC_ERR_NOMEM;
-        if ((st = gptc_dist_agree(st))) return st;
+        if ((st = gptc_dist_agree(st))) goto done;
         if ((st = gptc_dist_gather_shards(t->mom, whole, t->bounds, 0)) ||
             (st = gptc_dist_gather_shards(t->vel, whole ? whole + n : NULL, t->bounds, 0)))
             goto done;
@@ -205,6 +210,7 @@ static gptc_status save(trainer *t, char *written, size_t cap) {
     }
 done:
     gptc_free(whole);
+    gptc_prof_end(0, 0);
     return gptc_dist_agree(st);
 }
 
@@ -421,10 +427,19 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
                                                 1.0f / ((float)t->accum * t->world));
     }
     m->grads_ready = NULL;
-    if (t->use_red && (st = gptc_dist_agree(gptc_reducer_finish(&t->red)))) return st;
+    if (t->use_red) {
+        gptc_prof_begin(GPTC_PROF_COMM, "comm.wait_grads", -1);
+        st = gptc_reducer_finish(&t->red);
+        gptc_prof_end(0, 0);
+        if ((st = gptc_dist_agree(st))) return st;
+    }
+    gptc_prof_begin(GPTC_PROF_PHASE, "optimizer", -1); /* closed by the caller after the update */
     *g = t->gshard ? t->gshard : m->grads + t->lo;
     double sums[2] = {loss_sum / t->accum, o->zero ? gptc_grad_sumsq(*g, t->hi - t->lo) : 0};
-    if ((st = gptc_dist_agree(gptc_dist_sum_ordered(sums, 2)))) return st;
+    if (t->world > 1) gptc_prof_begin(GPTC_PROF_COMM, "comm.sum_loss", -1);
+    st = gptc_dist_sum_ordered(sums, 2);
+    if (t->world > 1) gptc_prof_end(0, 16.0 * t->world);
+    if ((st = gptc_dist_agree(st))) return st;
     *loss = (float)(sums[0] / t->world);
     *norm = sqrt(o->zero ? sums[1] : gptc_grad_sumsq(m->grads, m->num_floats));
     return GPTC_OK;
@@ -455,8 +470,13 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
                            .tokens_per_update = tokens_per_step, .step = r.first_step, .steps = o.steps, .val_loss = NAN};
     int stop = t.rank == 0 && on_step && on_step(user, &base);
     gptc_dist_bcast(&stop, sizeof stop, 0);
+    if (o.profile) {
+        gptc_prof_set_rank(t.rank);
+        gptc_prof_start();
+    }
     while (t.state.step < o.steps && !stop) {
         double t0 = gptc_now();
+        gptc_prof_begin(GPTC_PROF_STEP, "step", -1);
         float loss;
         double norm;
         const float *g;
@@ -470,11 +490,16 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         float scale = gptc_clip_scale(norm, o.clip);
         if (o.zero) {
             gptc_adamw_update_range(&t.model, g, t.mom, t.vel, t.lo, t.hi, &t.adamw, lr, scale, t.state.step + 1);
-            if ((st = gptc_dist_agree(gptc_dist_allgather_shards(t.model.params, t.bounds)))) goto fail;
+            gptc_prof_begin(GPTC_PROF_COMM, "comm.allgather_params", -1);
+            st = gptc_dist_allgather_shards(t.model.params, t.bounds);
+            gptc_prof_end(0, sizeof(float) * (double)t.model.num_floats);
+            if ((st = gptc_dist_agree(st))) goto fail;
         } else {
             gptc_adamw_update(&t.model, t.mom, t.vel, &t.adamw, lr, scale, t.state.step + 1);
         }
         t.state.step++;
+        gptc_prof_end(0, 0); /* optimizer */
+        gptc_prof_end(0, 0); /* step */
         double ms = (gptc_now() - t0) * 1e3;
         step_ms[r.steps_run] = ms;
         if (r.steps_run == 0) r.first_loss = loss;
@@ -527,8 +552,9 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         r.ms_per_step = med;
         r.tokens_per_s = tokens_per_step / (med * 1e-3);
     }
-    st = GPTC_OK;
+    st = o.profile ? (gptc_prof_stop(), gptc_prof_write_trace(o.profile)) : GPTC_OK;
 fail:
+    if (o.profile) gptc_prof_stop();
     free(step_ms);
     trainer_free(&t);
     if (res) *res = r;

@@ -1,0 +1,49 @@
+/* profile_report.h — what `--profile` produces from the spans of core/profile.h: the Chrome
+ * trace-event timeline (JSON, opens in Perfetto or chrome://tracing) and the end-of-run table of
+ * operators aggregated over layers and steps. */
+#ifndef GPTC_TRAIN_PROFILE_REPORT_H
+#define GPTC_TRAIN_PROFILE_REPORT_H
+
+#include "core/core.h"
+#include "core/profile.h"
+
+#include <stdio.h>
+
+/* Refuses a --profile path that cannot be written (empty, a folder, or in a folder that is missing or
+ * not writable), before a run starts; one line naming the flag. */
+gptc_status gptc_prof_check_path(const char *path);
+
+/* Writes the recorded spans to path as a trace-event JSON object, streamed, atomically (temp +
+ * rename): {"traceEvents": [...], "displayTimeUnit": "ms"} with one complete ("ph": "X") event per
+ * closed span, pid = rank, tid = OS thread id, ts/dur in microseconds from gptc_prof_start, args
+ * {layer (when a block's), step (0-based, -1 outside steps), flop, bytes, gflops, gbps}, and
+ * process_name / thread_name metadata events. */
+gptc_status gptc_prof_write_trace(const char *path);
+
+/* One operator of the table: the spans of one name inside the counted steps. */
+typedef struct gptc_prof_row {
+    const char *name;
+    gptc_prof_cat cat;
+    long calls;
+    double seconds, flops, bytes;
+} gptc_prof_row;
+
+typedef struct gptc_prof_summary {
+    int steps;              /* step spans closed */
+    int counted;            /* steps aggregated: all but the first when there are more than one */
+    double step_seconds;    /* total time of the counted steps */
+    double op_seconds;      /* total time of their operators (forward, backward, optimizer, communication) */
+    double phase_seconds[8]; /* forward, classifier, backward, recompute, optimizer, eval, checkpoint, other */
+    int nrows;
+    gptc_prof_row rows[128]; /* sorted by time, longest first */
+} gptc_prof_summary;
+
+/* Aggregates the recorded spans into s. */
+void gptc_prof_summarise(gptc_prof_summary *s);
+
+/* Prints the per-operator table: calls, total ms, ms/step, % of the step, GFLOP/s, GB/s and % of
+ * peak_gflops (the run's measured peak for its dtype, named by peak_kind; 0: no % column), then the
+ * operators' coverage of the step time and the phases per step. */
+void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind);
+
+#endif

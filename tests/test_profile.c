@@ -1,0 +1,195 @@
+/* test_profile.c — the --profile profiler: a short run through the library writes a trace that
+ * parses, holds every operator of every layer's forward and backward and the phases, nests each span
+ * in its step, and attributes the model's FLOPs; the CLI prints the table and refuses an unwritable
+ * path before training; with profiling off nothing is recorded or allocated. */
+#include "test.h"
+#include "core/profile.h"
+#include "io/io.h"
+#include "train/profile_report.h"
+
+#include <cjson/cJSON.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+static void tiny_profiled(gptc_train_options *o, const char *trace) {
+    gptc_train_options_default(o);
+    gptc_model_preset("tiny", &o->model);
+    o->data = test_shakespeare_data(); /* a folder with a val split: the run evaluates */
+    o->batch = 4;
+    o->seq = 32;
+    o->steps = 3;
+    o->warmup = 1;
+    o->eval_every = 0;
+    o->eval_batches = 1;
+    o->ckpt_every = 0;
+    o->threads = 2;
+    o->profile = trace;
+}
+
+/* The X events named name (with layer == layer, or any layer when layer is -2); only those inside
+ * steps when in_steps. */
+static int count_events(const cJSON *events, const char *name, int layer, bool in_steps) {
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, events) {
+        const cJSON *nm = cJSON_GetObjectItem(e, "name"), *ph = cJSON_GetObjectItem(e, "ph");
+        if (!cJSON_IsString(nm) || strcmp(nm->valuestring, name) || !cJSON_IsString(ph) || strcmp(ph->valuestring, "X"))
+            continue;
+        const cJSON *args = cJSON_GetObjectItem(e, "args"), *l = cJSON_GetObjectItem(args, "layer");
+        if (in_steps && cJSON_GetObjectItem(args, "step")->valueint < 0) continue;
+        if (layer == -2 || (layer == -1 && !l) || (l && l->valueint == layer)) n++;
+    }
+    return n;
+}
+
+static double arg_num(const cJSON *e, const char *key) {
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *const k_layer_ops[] = {
+    "qkv.fwd", "attn.split_heads.fwd", "attn.flash_fwd", "attn.merge_heads.fwd", "attn.proj.fwd", "res+ln2.fwd",
+    "mlp.fc.fwd", "gelu.fwd", "mlp.proj.fwd", "zero.bwd", "mlp.proj.dx.bwd", "mlp.proj.dw.bwd", "mlp.proj.db.bwd",
+    "gelu.bwd", "mlp.fc.dx.bwd", "mlp.fc.dw.bwd", "mlp.fc.db.bwd", "res+ln2.bwd", "attn.proj.dx.bwd",
+    "attn.proj.dw.bwd", "attn.proj.db.bwd", "attn.split_heads.bwd", "attn.flash_bwd", "attn.merge_heads.bwd",
+    "qkv.dx.bwd", "qkv.dw.bwd", "qkv.db.bwd", "res+ln1.bwd"};
+static const char *const k_model_ops[] = {"encoder.fwd", "classifier.fwd", "xent.fused", "classifier.dx.bwd",
+                                          "classifier.dw.bwd", "lnf.bwd", "encoder.bwd", "zero_grad", "grad_norm",
+                                          "adamw"};
+static const char *const k_phases[] = {"forward", "classifier", "backward", "optimizer", "eval"};
+
+TEST(profile_trace_has_every_operator_nested_in_steps) {
+    char trace[512];
+    test_path(trace, sizeof trace, "%s/profile.json", test_tmpdir());
+    gptc_train_options o;
+    tiny_profiled(&o, trace);
+    gptc_train_result r;
+    CHECK_OK(gptc_train(&o, NULL, NULL, &r));
+    char *text;
+    size_t len;
+    CHECK_OK(gptc_file_read_all(trace, &text, &len));
+    cJSON *root = cJSON_Parse(text);
+    gptc_free(text);
+    CHECK_MSG(root, "the trace is not JSON");
+    if (!root) return;
+    const cJSON *events = cJSON_GetObjectItem(root, "traceEvents");
+    CHECK(cJSON_IsArray(events));
+    int L = r.model.layers, steps = o.steps;
+
+    /* every operator of every layer, once per step (no recompute: the forward's run once) */
+    for (int l = 0; l < L; l++) {
+        for (size_t i = 0; i < sizeof k_layer_ops / sizeof *k_layer_ops; i++)
+            CHECK_MSG(count_events(events, k_layer_ops[i], l, true) == steps, "%s layer %d: %d events, want %d",
+                      k_layer_ops[i], l, count_events(events, k_layer_ops[i], l, true), steps);
+        const char *out = l == L - 1 ? "res+lnf.fwd" : "res+ln1.fwd";
+        CHECK_MSG(count_events(events, out, l, true) == steps, "%s layer %d", out, l);
+    }
+    CHECK_EQ_INT(count_events(events, "ln1.fwd", 0, true), steps);
+    for (size_t i = 0; i < sizeof k_model_ops / sizeof *k_model_ops; i++)
+        CHECK_MSG(count_events(events, k_model_ops[i], -2, true) >= steps, "%s missing", k_model_ops[i]);
+    for (size_t i = 0; i < sizeof k_phases / sizeof *k_phases; i++) /* eval: between steps */
+        CHECK_MSG(count_events(events, k_phases[i], -2, false) >= 1, "phase %s missing", k_phases[i]);
+    CHECK_EQ_INT(count_events(events, "step", -2, true), steps);
+
+    /* the steps' extents, then every span in its step; durations non-negative */
+    double t0[8] = {0}, t1[8] = {0};
+    const cJSON *e;
+    cJSON_ArrayForEach(e, events) {
+        if (strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X")) continue;
+        double ts = cJSON_GetObjectItem(e, "ts")->valuedouble, dur = cJSON_GetObjectItem(e, "dur")->valuedouble;
+        CHECK(dur >= 0);
+        int s = (int)arg_num(e, "step");
+        if (!strcmp(cJSON_GetObjectItem(e, "name")->valuestring, "step") && s >= 0 && s < 8) {
+            t0[s] = ts;
+            t1[s] = ts + dur;
+        }
+    }
+    int outside = 0;
+    double flops = 0, gemm = 0;
+    cJSON_ArrayForEach(e, events) {
+        if (strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X")) continue;
+        double ts = cJSON_GetObjectItem(e, "ts")->valuedouble, dur = cJSON_GetObjectItem(e, "dur")->valuedouble;
+        int s = (int)arg_num(e, "step");
+        if (s < 0 || s >= steps) {
+            outside++; /* the evaluations run between steps */
+            continue;
+        }
+        CHECK_MSG(ts >= t0[s] - 0.002 && ts + dur <= t1[s] + 0.002, "%s outside step %d",
+                  cJSON_GetObjectItem(e, "name")->valuestring, s);
+        const char *cat = cJSON_GetObjectItem(e, "cat")->valuestring, *nm = cJSON_GetObjectItem(e, "name")->valuestring;
+        if (s != 1 || (strcmp(cat, "forward") && strcmp(cat, "backward"))) continue;
+        flops += arg_num(e, "flop");
+        bool linear = !strncmp(nm, "qkv.", 4) || !strncmp(nm, "attn.proj.", 10) || !strncmp(nm, "mlp.", 4) ||
+                      !strncmp(nm, "classifier.", 11);
+        if (linear) gemm += arg_num(e, "flop");
+    }
+    CHECK(outside > 0);
+
+    /* The matrix products exactly: per token 6 FLOPs per weight of the four linear layers and the
+     * classifier (forward, dX, dW), plus one add per bias element forward and one in its gradient. */
+    double C = r.model.channels, V = r.model.vocab, BT = (double)o.batch * o.seq;
+    double want_gemm = BT * (L * (6 * (C * 3 * C + C * C + C * 4 * C + 4 * C * C) + 2 * (3 * C + C + 4 * C + C)) +
+                             6 * V * C);
+    CHECK_NEAR(gemm / want_gemm, 1.0, 1e-9);
+    /* All of the forward and backward against the model's 6N + 12LCT per token: that formula counts
+     * every parameter as a multiply-add (biases and LayerNorm weights too, wpe not) and the attention
+     * as full T x T products with a backward of twice the forward; the profile counts the causal half
+     * with the flash backward's recompute (7 L C (T+1) per token), and the elementwise operators at a
+     * few FLOPs per element. For this shape the two differ by 0.3%. */
+    double model = gptc_model_flops_per_token(&r.model, o.seq) * BT;
+    CHECK_MSG(fabs(flops / model - 1) < 0.05, "profiled %.4g FLOPs per step, the model's formula %.4g", flops, model);
+    cJSON_Delete(root);
+
+    /* the table from what the run left in memory */
+    gptc_prof_summary *sum = malloc(sizeof *sum);
+    gptc_prof_summarise(sum);
+    CHECK_EQ_INT(sum->steps, steps);
+    CHECK_EQ_INT(sum->counted, steps - 1);
+    CHECK(sum->op_seconds <= sum->step_seconds * 1.0001 && sum->op_seconds > 0.5 * sum->step_seconds);
+    CHECK(sum->nrows > 30);
+    free(sum);
+    gptc_prof_free();
+}
+
+TEST(profile_off_records_and_allocates_nothing) {
+    gptc_prof_free();
+    gptc_train_options o;
+    tiny_profiled(&o, NULL);
+    o.steps = 2;
+    gptc_train_result r;
+    CHECK_OK(gptc_train(&o, NULL, NULL, &r));
+    gptc_prof_begin(GPTC_PROF_FWD, "x", 0); /* called directly, off: a branch, no record */
+    gptc_prof_end(1, 1);
+    size_t spans = 1, bytes = 1;
+    gptc_prof_stats(&spans, &bytes);
+    CHECK_EQ_INT(spans, 0);
+    CHECK_EQ_INT(bytes, 0);
+    CHECK_EQ_INT(gptc_prof_nthreads(), 0);
+    CHECK(!gptc_prof_active());
+}
+
+TEST(profile_cli_prints_the_table_and_refuses_a_bad_path) {
+    char cmd[2048], trace[512], *out = NULL;
+    test_path(trace, sizeof trace, "%s/cli-profile.json", test_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "%s train --data %s --model tiny --batch 2 --seq 16 --steps 2 --eval-batches 1 --threads 2 --quiet "
+             "--profile %s",
+             test_gptc_bin(), test_shakespeare_data(), trace);
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    const char *want[] = {"operator", "% peak", "qkv.fwd", "attn.flash_bwd", "mlp.fc.dw.bwd", "adamw", "coverage"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) CHECK_MSG(strstr(out, want[i]), "no %s in:\n%s", want[i], out);
+    CHECK(gptc_is_file(trace));
+    free(out);
+
+    snprintf(cmd, sizeof cmd, "%s train --data %s --model tiny --steps 2 --profile %s/no-such-folder/p.json",
+             test_gptc_bin(), test_shakespeare_data(), test_tmpdir());
+    CHECK_EQ_INT(test_run(cmd, &out), 2);
+    CHECK_MSG(strstr(out, "--profile") && strstr(out, "does not exist") && !strstr(out, "step 1"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s train --data %s --model tiny --steps 2 --profile %s", test_gptc_bin(),
+             test_shakespeare_data(), test_tmpdir());
+    CHECK_EQ_INT(test_run(cmd, &out), 2);
+    CHECK_MSG(strstr(out, "--profile") && strstr(out, "is a folder"), "%s", out);
+    free(out);
+}
