@@ -114,7 +114,7 @@ typedef struct progress {
     const char *log_path; /* --log, or CKPT/log.jsonl; NULL: none */
     char log_buf[4096];
     FILE *log;
-    bool log_failed;
+    bool failed; /* the callback stopped the run: --pin or the log failed */
 } progress;
 
 static void fmt_eta(char *buf, size_t cap, double s) {
@@ -143,7 +143,7 @@ static int log_record(progress *p, cJSON *rec) {
     free(line);
     if (!ok) {
         fprintf(stderr, "%sgptc: --log %s: cannot write\n", p->tty ? "\n" : "", p->log_path);
-        p->log_failed = true;
+        p->failed = true;
         return 1;
     }
     return 0;
@@ -161,6 +161,7 @@ static int on_start(progress *p, const gptc_step_info *in) {
         int cpus[64], n = gptc_pin_threads(cpus, 64);
         if (n < 0) {
             gptc_cli_error();
+            p->failed = true;
             return 1;
         }
         size_t k = (size_t)snprintf(pinned, sizeof pinned, " | pinned to CPUs");
@@ -173,12 +174,12 @@ static int on_start(progress *p, const gptc_step_info *in) {
     if (p->log_path) {
         if (p->log_path == p->log_buf && gptc_mkdir_p(p->c->t.ckpt_dir)) { /* the default, CKPT/log.jsonl */
             gptc_cli_error();
-            p->log_failed = true;
+            p->failed = true;
             return 1;
         }
         if (!(p->log = fopen(p->log_path, "a"))) {
             fprintf(stderr, "gptc: --log %s: cannot open for appending\n", p->log_path);
-            p->log_failed = true;
+            p->failed = true;
             return 1;
         }
     }
@@ -279,27 +280,31 @@ static int on_step(void *user, const gptc_step_info *in) {
     bool show = p->tty || in->step % p->c->log_every == 0 || in->step == in->steps || !isnan(in->val_loss) || in->sample;
     if (!show) return stop;
     size_t n = 0;
-    if (p->tty && isnan(in->val_loss) && in->step != in->steps && !in->sample) {
-        /* the live line: a progress bar in front, cut to the terminal's width */
+    bool live = p->tty && isnan(in->val_loss) && in->step != in->steps && !in->sample;
+    if (live) {
+        /* the live line: a progress bar and the ETA in front, the rest cut to the terminal's width */
         int filled = (int)(20.0 * in->step / in->steps);
         for (int i = 0; i < 20; i++) bar[i] = i < filled ? '#' : '.';
         bar[20] = '\0';
-        n += (size_t)snprintf(line + n, sizeof line - n, "[%s] %3.0f%% ", bar, 100.0 * in->step / in->steps);
+        n += (size_t)snprintf(line + n, sizeof line - n, "[%s] %3.0f%% step %d/%d | ETA %s | ", bar,
+                              100.0 * in->step / in->steps, in->step, in->steps, etab);
+    } else {
+        n += (size_t)snprintf(line + n, sizeof line - n, "step %d/%d | ", in->step, in->steps);
     }
     n += (size_t)snprintf(line + n, sizeof line - n,
-                          "step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | MFU %.1f%% | "
-                          "p50 %.0f p95 %.0f ms ±%.1f%% | RSS %.0f MiB | ETA %s",
-                          in->step, in->steps, in->loss, in->lr, in->grad_norm, in->ms, in->tokens_per_s, 100 * mfu,
-                          p50, p95, jitter, rss_mib, etab);
+                          "loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | MFU %.1f%% | "
+                          "p50 %.0f p95 %.0f ms ±%.1f%% | RSS %.0f MiB",
+                          in->loss, in->lr, in->grad_norm, in->ms, in->tokens_per_s, 100 * mfu, p50, p95, jitter,
+                          rss_mib);
+    if (!live && n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, " | ETA %s", etab);
     if (!isnan(in->val_loss) && n < sizeof line)
         n += (size_t)snprintf(line + n, sizeof line - n, " | val loss %.4f", in->val_loss);
-    bool newline = !p->tty || !isnan(in->val_loss) || in->step == in->steps || in->sample;
-    if (p->tty && !newline && n > 0) {
+    if (live) {
         int cols = term_columns() - 1, chars = 0;
         for (size_t i = 0; i < n && line[i]; i++) /* count UTF-8 characters, not bytes (±) */
             if ((line[i] & 0xC0) != 0x80 && ++chars > cols) { line[i] = '\0'; break; }
     }
-    printf("%s%s%s", p->tty ? "\r\033[K" : "", line, newline ? "\n" : "");
+    printf("%s%s%s", p->tty ? "\r\033[K" : "", line, live ? "" : "\n");
     if (in->sample) printf("sample at step %d:\n%s\n", in->step, in->sample);
     fflush(stdout);
     return stop;
@@ -371,7 +376,7 @@ int gptc_cmd_train(int argc, char **argv) {
     gptc_train_result r;
     gptc_status st = gptc_train(&c.t, on_step, &p, &r);
     if (p.log) fclose(p.log);
-    if (st || p.log_failed) {
+    if (st || p.failed) {
         free(p.all_ms);
         if (p.tty && p.started) printf("\n");
         if (st) gptc_cli_error();
