@@ -323,6 +323,10 @@ static bool log_path_ok(const char *path) {
         fprintf(stderr, "gptc: --log %s: folder %s does not exist\n", path, dir);
         return false;
     }
+    if (gptc_is_dir(path)) {
+        fprintf(stderr, "gptc: --log %s: is a folder; give a file (e.g. %s/log.jsonl)\n", path, path);
+        return false;
+    }
     if (access(path, F_OK) == 0 ? !gptc_is_file(path) || access(path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0) {
         fprintf(stderr, "gptc: --log %s: cannot be written\n", path);
         return false;
