@@ -78,6 +78,7 @@ train: setup
 	$(BUILD)/gptc sample --ckpt $(RUN_DIR) --prompt "ROMEO:" --tokens 300
 
 test: setup
+	@sh tools/setup.sh --browser || echo "setup: no chromium; the report screenshot test will be skipped"
 	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/gptc_tests
 	$(BUILD)/gptc_tests
 

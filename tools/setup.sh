@@ -3,10 +3,13 @@
 # root, otherwise it prints the exact command and fails. Open MPI is part of the base set: the
 # data-parallel build and its mpirun tests need it (`make MPI=0` builds without); iproute2 makes the
 # network namespaces of tests/mpi/two_hosts.sh. `--torch` adds what `make fixtures` and
-# the PyTorch benchmark need; `--bench` what the kernel benchmarks link against (OpenBLAS); `--node` what the tokenizer fixtures and the tiktoken benchmark need.
+# the PyTorch benchmark need; `--bench` what the kernel benchmarks link against (OpenBLAS); `--node` what the tokenizer fixtures and the tiktoken benchmark need;
+# `--browser` Debian's chromium, for the headless screenshot of `gptc report`'s page in the tests
+# (about 20 s and 130 MB to download, 440 MB on disk; `make test` asks for it and goes on without it).
 set -e
 need="gcc make libc6-dev libcjson-dev libpcre2-dev openmpi-bin libopenmpi-dev iproute2"
 [ "$1" = "--torch" ] && need="$need python3-torch python3-numpy libopenblas0-pthread"
+[ "$1" = "--browser" ] && need="$need chromium"
 [ "$1" = "--bench" ] && need="$need libopenblas-dev libopenblas0-openmp libopenblas0-pthread python3-torch python3-numpy"
 # node and npm may come from another packaging of Node.js; only install Debian's when absent
 if [ "$1" = "--node" ] && ! { command -v node && command -v npm; } >/dev/null; then need="$need nodejs npm"; fi

@@ -155,8 +155,8 @@ static void print_table(FILE *f, const bench_cli *c, const char *level, const re
                 r[i].tok_s, r[i].mfu, r[i].bf16_peak ? " (bf16 peak)" : "", r[i].rss_mib,
                 i ? r[i].tok_s / r[i - 1].tok_s : 1.0, r[i].tok_s / r[0].tok_s);
     fprintf(f, "\n%s, B=%d, T=%d, %d threads, median of %d steps per stage; kernels: ref and %s (GPTC_KERNELS per "
-               "stage); MFU against the fp32 FMA peak (bf16 rows: the vdpbf16ps peak) measured at the end of each "
-               "stage; peak memory = the stage's peak RSS.\n",
+               "stage); MFU against the fp32 FMA peak (bf16 rows: the vdpbf16ps peak) as gptc train "
+               "measures and caches it; peak memory = the stage's peak RSS.\n",
             c->model, c->batch, c->seq, c->threads ? c->threads : gptc_threads(), c->steps, level);
 }
 

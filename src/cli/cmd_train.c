@@ -1,17 +1,23 @@
-/* cmd_train.c — `gptc train`: its option table, the progress display and the run summary. Under
- * mpirun every rank runs it; only rank 0 prints, and a failure is printed once, by rank 0, naming
- * the rank it came from (or, when only one rank knows of it, by that rank, which ends the job). */
+/* cmd_train.c — `gptc train`: its option table, the per-step log (terminal line, progress bar, JSON
+ * lines), thread pinning, the cached peak for MFU, and the run summary. Under mpirun every rank runs
+ * it; only rank 0 prints, and a failure is printed once, by rank 0, naming the rank it came from (or,
+ * when only one rank knows of it, by that rank, which ends the job). */
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/core.h"
 #include "dist/dist.h"
+#include "io/io.h"
 #include "kernels/kernels.h"
 #include "train/profile_report.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct train_cli {
@@ -23,6 +29,8 @@ typedef struct train_cli {
     int sequential;
     int log_every;
     int quiet;
+    const char *log; /* --log FILE.jsonl */
+    int pin;
     const char *log_losses;
     float comm_timeout;
 } train_cli;
@@ -72,6 +80,8 @@ static const gptc_option g_train_opts[] = {
     {"log-losses", OPT_STRING, F(log_losses), "FILE", "write each step's \"step loss grad_norm lr\" to FILE (full precision, one line a step)", 0, 0},
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
     {"profile", OPT_STRING, F(t.profile), "FILE", "write a Chrome trace-event timeline of every operator (open it in Perfetto or chrome://tracing) to FILE.json and print a per-operator table at the end", 0, 0},
+    {"log", OPT_STRING, F(log), "FILE", "append the run as JSON lines to FILE: a start record, then one per step (default with --ckpt: DIR/log.jsonl)", 0, 0},
+    {"pin", OPT_FLAG, F(pin), "", "bind each OpenMP thread to its own core (one per physical core first)", 0, 0},
 };
 #undef F
 
@@ -110,6 +120,17 @@ typedef struct progress {
     bool started;
     double ms_sum; /* step times so far (evaluation and checkpoint time excluded) */
     int first_step;
+    gptc_window window; /* the last GPTC_WINDOW step times, for the jitter */
+    double *all_ms;     /* every step time of this run, for the summary */
+    int nms, cap_ms;
+    double peak;        /* GFLOP/s the MFU is measured against (0: unknown) */
+    const char *peak_kind;
+    double flops;       /* model FLOPs per token */
+    int threads;
+    const char *log_path; /* --log, or CKPT/log.jsonl; NULL: none */
+    char log_buf[4096];
+    FILE *log;
+    bool failed; /* the callback stopped the run: --pin or the log failed */
 } progress;
 
 static void fmt_eta(char *buf, size_t cap, double s) {
@@ -119,50 +140,222 @@ static void fmt_eta(char *buf, size_t cap, double s) {
     else snprintf(buf, cap, "%ds", (int)s);
 }
 
-static int on_step(void *user, const gptc_step_info *in) {
-    progress *p = user;
-    if (in->event == GPTC_EVENT_START) {
-        p->started = true;
-        p->first_step = in->first_step;
-        const gptc_model_config *m = in->model;
-        const gptc_train_options *t = &p->c->t;
-        if (!p->c->quiet) {
-            printf("model: %d layers, %d heads, %d channels, context %d, vocab %d (padded %d), gelu %s, %.2fM "
-                   "parameters | batch %d x %d, %ld tokens/update | dtype %s, recompute %s | kernels %s | threads %d\n",
-                   m->layers, m->heads, m->channels, m->context, m->vocab, gptc_padded_vocab(m->vocab),
-                   gptc_gelu_name(m->gelu), gptc_model_num_params(m) / 1e6, t->batch, t->seq, in->tokens_per_update,
-                   gptc_precision_name(t->dtype), gptc_recompute_name(t->recompute), gptc_kernels_get()->variant,
-                   gptc_threads());
-            if (in->first_step) printf("resuming from step %d\n", in->first_step);
-            fflush(stdout);
-        }
+static double wall_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Writes one record as a line of p->log and deletes it; a failed write stops the run. */
+static int log_record(progress *p, cJSON *rec) {
+    if (!p->log) {
+        cJSON_Delete(rec);
         return 0;
     }
-    if (p->losses && in->event == GPTC_EVENT_STEP) {
+    cJSON_AddNumberToObject(rec, "time", wall_time());
+    char *line = cJSON_PrintUnformatted(rec);
+    cJSON_Delete(rec);
+    bool ok = line && fprintf(p->log, "%s\n", line) > 0 && fflush(p->log) == 0;
+    free(line);
+    if (!ok) {
+        fprintf(stderr, "%sgptc: --log %s: cannot write\n", p->tty ? "\n" : "", p->log_path);
+        p->failed = true;
+        return 1;
+    }
+    return 0;
+}
+
+/* START: pins the threads, reads (or measures) the peak, opens the log and writes its start record. */
+static int on_start(progress *p, const gptc_step_info *in) {
+    const gptc_model_config *m = in->model;
+    const gptc_train_options *t = &p->c->t;
+    p->started = true;
+    p->first_step = in->first_step;
+    p->threads = gptc_threads();
+    int world = gptc_dist_world();
+    char pinned[256] = "";
+    if (p->c->pin) {
+        int cpus[64], n = gptc_pin_threads(cpus, 64);
+        if (n < 0) {
+            gptc_cli_error();
+            p->failed = true;
+            return 1;
+        }
+        size_t k = (size_t)snprintf(pinned, sizeof pinned, " | pinned to CPUs");
+        for (int i = 0; i < n && i < 64 && k < sizeof pinned - 16; i++)
+            k += (size_t)snprintf(pinned + k, sizeof pinned - k, "%s%d", i ? "," : " ", cpus[i]);
+    }
+    bool cached = false;
+    p->peak = gptc_peak_cached(NULL, t->dtype == GPTC_PRECISION_BF16, p->threads, &p->peak_kind, &cached);
+    p->peak *= world; /* tokens/s counts every rank's tokens: against every rank's peak (as rank 0 measures it) */
+    p->flops = gptc_model_flops_per_token(m, t->seq);
+    if (p->log_path) {
+        if (p->log_path == p->log_buf && gptc_mkdir_p(p->c->t.ckpt_dir)) { /* the default, CKPT/log.jsonl */
+            gptc_cli_error();
+            p->failed = true;
+            return 1;
+        }
+        if (!(p->log = fopen(p->log_path, "a"))) {
+            fprintf(stderr, "gptc: --log %s: cannot open for appending\n", p->log_path);
+            p->failed = true;
+            return 1;
+        }
+    }
+    if (!p->c->quiet) {
+        printf("model: %d layers, %d heads, %d channels, context %d, vocab %d (padded %d), gelu %s, %.2fM "
+               "parameters | batch %d x %d%s, %ld tokens/update | dtype %s, recompute %s | kernels %s | threads %d%s\n",
+               m->layers, m->heads, m->channels, m->context, m->vocab, gptc_padded_vocab(m->vocab),
+               gptc_gelu_name(m->gelu), gptc_model_num_params(m) / 1e6, t->batch, t->seq,
+               world > 1 ? " per rank x ranks" : "", in->tokens_per_update,
+               gptc_precision_name(t->dtype), gptc_recompute_name(t->recompute), gptc_kernels_get()->variant,
+               p->threads, pinned);
+        if (p->peak > 0)
+            printf("MFU against the %s peak %.1f GFLOP/s on %d threads%s (%s), %.3g model FLOPs/token\n", p->peak_kind,
+                   p->peak, p->threads, world > 1 ? " x ranks" : "", cached ? "cached" : "measured now", p->flops);
+        if (p->log) printf("log: %s\n", p->log_path);
+        if (in->first_step) printf("resuming from step %d\n", in->first_step);
+        fflush(stdout);
+    }
+    cJSON *rec = cJSON_CreateObject(), *mo = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "start");
+    cJSON_AddNumberToObject(mo, "layers", m->layers);
+    cJSON_AddNumberToObject(mo, "heads", m->heads);
+    cJSON_AddNumberToObject(mo, "channels", m->channels);
+    cJSON_AddNumberToObject(mo, "context", m->context);
+    cJSON_AddNumberToObject(mo, "vocab", m->vocab);
+    cJSON_AddStringToObject(mo, "gelu", gptc_gelu_name(m->gelu));
+    cJSON_AddNumberToObject(mo, "params", (double)gptc_model_num_params(m));
+    cJSON_AddStringToObject(rec, "model_preset", p->c->model);
+    cJSON_AddItemToObject(rec, "model", mo);
+    cJSON_AddNumberToObject(rec, "batch", t->batch);
+    cJSON_AddNumberToObject(rec, "seq", t->seq);
+    cJSON_AddNumberToObject(rec, "tokens_per_update", (double)in->tokens_per_update);
+    cJSON_AddNumberToObject(rec, "first_step", in->first_step);
+    cJSON_AddNumberToObject(rec, "steps", in->steps);
+    cJSON_AddStringToObject(rec, "dtype", gptc_precision_name(t->dtype));
+    cJSON_AddStringToObject(rec, "recompute", gptc_recompute_name(t->recompute));
+    cJSON_AddStringToObject(rec, "kernels", gptc_kernels_get()->variant);
+    cJSON_AddNumberToObject(rec, "threads", p->threads);
+    cJSON_AddNumberToObject(rec, "ranks", world);
+    cJSON_AddBoolToObject(rec, "pin", p->c->pin);
+    cJSON_AddNumberToObject(rec, "peak_gflops", p->peak);
+    cJSON_AddStringToObject(rec, "peak_kind", p->peak_kind);
+    cJSON_AddNumberToObject(rec, "flops_per_token", p->flops);
+    cJSON_AddStringToObject(rec, "cpu", gptc_cpu()->brand);
+    return log_record(p, rec);
+}
+
+/* The terminal's width (80 when unknown). */
+static int term_columns(void) {
+    struct winsize ws;
+    return ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20 ? ws.ws_col : 80;
+}
+
+static int on_step(void *user, const gptc_step_info *in) {
+    progress *p = user;
+    if (in->event == GPTC_EVENT_START) return on_start(p, in);
+    if (in->event == GPTC_EVENT_CHECKPOINT) {
+        cJSON *rec = cJSON_CreateObject();
+        cJSON_AddStringToObject(rec, "type", "checkpoint");
+        cJSON_AddNumberToObject(rec, "step", in->step);
+        cJSON_AddStringToObject(rec, "path", in->ckpt_path);
+        if (!p->c->quiet) {
+            printf("%scheckpoint %s\n", p->tty ? "\r\033[K" : "", in->ckpt_path);
+            fflush(stdout);
+        }
+        return log_record(p, rec);
+    }
+    if (p->losses) {
         fprintf(p->losses, "%d %.9g %.9g %.9g\n", in->step, in->loss, in->grad_norm, in->lr);
         fflush(p->losses);
     }
-    if (p->c->quiet) return 0;
-    if (in->event == GPTC_EVENT_CHECKPOINT) {
-        printf("%scheckpoint %s\n", p->tty ? "\r\033[K" : "", in->ckpt_path);
-        fflush(stdout);
-        return 0;
-    }
     int done = in->step - p->first_step;
     p->ms_sum += in->ms;
+    gptc_window_add(&p->window, in->ms);
+    if (p->nms == p->cap_ms) {
+        double *grown = realloc(p->all_ms, sizeof(double) * (p->cap_ms = p->cap_ms ? 2 * p->cap_ms : 256));
+        if (grown) p->all_ms = grown; else p->cap_ms = p->nms;
+    }
+    if (p->nms < p->cap_ms) p->all_ms[p->nms++] = in->ms;
+    double p50, p95, jitter, rss_mib = gptc_peak_rss() / 1048576.0;
+    gptc_window_stats(&p->window, &p50, &p95, &jitter);
+    double mfu = p->peak > 0 ? in->tokens_per_s * p->flops / 1e9 / p->peak : 0;
+
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "step");
+    cJSON_AddNumberToObject(rec, "step", in->step);
+    cJSON_AddNumberToObject(rec, "loss", in->loss);
+    cJSON_AddNumberToObject(rec, "lr", in->lr);
+    cJSON_AddNumberToObject(rec, "grad_norm", in->grad_norm);
+    cJSON_AddNumberToObject(rec, "ms", in->ms);
+    cJSON_AddNumberToObject(rec, "tokens_per_s", in->tokens_per_s);
+    cJSON_AddNumberToObject(rec, "mfu", mfu);
+    cJSON_AddNumberToObject(rec, "p50_ms", p50);
+    cJSON_AddNumberToObject(rec, "p95_ms", p95);
+    cJSON_AddNumberToObject(rec, "jitter_pct", jitter);
+    cJSON_AddNumberToObject(rec, "rss_mib", rss_mib);
+    if (!isnan(in->val_loss)) cJSON_AddNumberToObject(rec, "val_loss", in->val_loss);
+    int stop = log_record(p, rec);
+    if (p->c->quiet) return stop;
+
     double eta = p->ms_sum * 1e-3 / done * (in->steps - in->step);
-    char etab[32];
+    char etab[32], line[512], bar[64] = "";
     fmt_eta(etab, sizeof etab, eta);
     bool show = p->tty || in->step % p->c->log_every == 0 || in->step == in->steps || !isnan(in->val_loss) || in->sample;
-    if (show) {
-        printf("%sstep %d/%d | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | ETA %s", p->tty ? "\r\033[K" : "",
-               in->step, in->steps, in->loss, in->lr, in->grad_norm, in->ms, in->tokens_per_s, etab);
-        if (!isnan(in->val_loss)) printf(" | val loss %.4f", in->val_loss);
-        if (!p->tty || !isnan(in->val_loss) || in->step == in->steps || in->sample) printf("\n");
-        if (in->sample) printf("sample at step %d:\n%s\n", in->step, in->sample);
-        fflush(stdout);
+    if (!show) return stop;
+    size_t n = 0;
+    bool live = p->tty && isnan(in->val_loss) && in->step != in->steps && !in->sample;
+    if (live) {
+        /* the live line: a progress bar and the ETA in front, the rest cut to the terminal's width */
+        int filled = (int)(20.0 * in->step / in->steps);
+        for (int i = 0; i < 20; i++) bar[i] = i < filled ? '#' : '.';
+        bar[20] = '\0';
+        n += (size_t)snprintf(line + n, sizeof line - n, "[%s] %3.0f%% step %d/%d | ETA %s | ", bar,
+                              100.0 * in->step / in->steps, in->step, in->steps, etab);
+    } else {
+        n += (size_t)snprintf(line + n, sizeof line - n, "step %d/%d | ", in->step, in->steps);
     }
-    return 0;
+    n += (size_t)snprintf(line + n, sizeof line - n,
+                          "loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | MFU %.1f%% | "
+                          "p50 %.0f p95 %.0f ms ±%.1f%% | RSS %.0f MiB",
+                          in->loss, in->lr, in->grad_norm, in->ms, in->tokens_per_s, 100 * mfu, p50, p95, jitter,
+                          rss_mib);
+    if (!live && n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, " | ETA %s", etab);
+    if (!isnan(in->val_loss) && n < sizeof line)
+        n += (size_t)snprintf(line + n, sizeof line - n, " | val loss %.4f", in->val_loss);
+    if (live) {
+        int cols = term_columns() - 1, chars = 0;
+        for (size_t i = 0; i < n && line[i]; i++) /* count UTF-8 characters, not bytes (±) */
+            if ((line[i] & 0xC0) != 0x80 && ++chars > cols) { line[i] = '\0'; break; }
+    }
+    printf("%s%s%s", p->tty ? "\r\033[K" : "", line, live ? "" : "\n");
+    if (in->sample) printf("sample at step %d:\n%s\n", in->step, in->sample);
+    fflush(stdout);
+    return stop;
+}
+
+/* --log FILE must be creatable before anything runs: its folder exists and is writable, and FILE,
+ * if it exists, is a writable regular file. */
+static bool log_path_ok(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+    if (!gptc_is_dir(dir)) {
+        fprintf(stderr, "gptc: --log %s: folder %s does not exist\n", path, dir);
+        return false;
+    }
+    if (gptc_is_dir(path)) {
+        fprintf(stderr, "gptc: --log %s: is a folder; give a file (e.g. %s/log.jsonl)\n", path, path);
+        return false;
+    }
+    if (access(path, F_OK) == 0 ? !gptc_is_file(path) || access(path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "gptc: --log %s: cannot be written\n", path);
+        return false;
+    }
+    return true;
 }
 
 /* Prints the failure of gptc_train: in a job of many ranks, an agreed failure once, by rank 0,
@@ -223,14 +416,28 @@ static int run_train(int argc, char **argv) {
     /* a rank that stops without dying must not hang the others (see src/dist/watchdog.c) */
     if (gptc_dist_set_comm_timeout(c.comm_timeout)) return usage_error();
     int rank = gptc_dist_rank();
+    if (c.pin && gptc_dist_world() > 1) {
+        gptc_fail(GPTC_ERR_ARG, "--pin: under mpirun the ranks of a host would pin to the same cores; let mpirun "
+                                "place them instead (mpirun --bind-to core --map-by slot:PE=THREADS ...)");
+        return usage_error();
+    }
     progress p = {.c = &c, .tty = isatty(STDOUT_FILENO)};
     if (c.log_losses && rank == 0 && !(p.losses = fopen(c.log_losses, "w"))) {
         gptc_fail(GPTC_ERR_IO, "--log-losses %s: cannot open for writing", c.log_losses);
         gptc_cli_error();
         gptc_dist_abort(2);
     }
+    if (c.log && rank == 0) {
+        if (!log_path_ok(c.log)) gptc_dist_abort(2);
+        p.log_path = c.log;
+    } else if (c.t.ckpt_dir) {
+        /* a run folder keeps its own history; made here only if the run starts (it is checked first) */
+        snprintf(p.log_buf, sizeof p.log_buf, "%s/log.jsonl", c.t.ckpt_dir);
+        p.log_path = p.log_buf;
+    }
     gptc_train_result r;
     gptc_status st = gptc_train(&c.t, on_step, &p, &r);
+    if (p.log) fclose(p.log);
     if (p.losses) fclose(p.losses);
     if (st) gptc_prof_free();
     if (st && gptc_dist_world() > 1 && gptc_dist_failed_rank() < 0) {
@@ -240,8 +447,17 @@ static int run_train(int argc, char **argv) {
     }
     /* only rank 0 saw the START event; a failure before it is a setup failure on every rank */
     gptc_dist_bcast(&p.started, sizeof p.started, 0);
-    if (st) return train_failed(&p, p.started ? 1 : 2);
-    if (rank != 0) return 0;
+    if (st || p.failed) {
+        free(p.all_ms);
+        gptc_prof_free();
+        if (st) return train_failed(&p, p.started ? 1 : 2);
+        if (p.tty && p.started) printf("\n");
+        return p.started ? 1 : 2; /* the callback stopped the run and said why */
+    }
+    if (rank != 0) {
+        gptc_prof_free();
+        return 0;
+    }
     if (r.steps_run == 0) {
         printf("train: nothing to do: the checkpoint is already at step %d of --steps %d\n", r.first_step, c.t.steps);
         return 0;
@@ -256,21 +472,27 @@ static int run_train(int argc, char **argv) {
         printf("memory: AdamW moments %.3f MiB per rank (%s)\n", r.optim_bytes / 1048576.0,
                c.t.zero ? "ZeRO-1: this rank's shard" : "whole, on every rank");
     }
-    /* MFU against the peak this machine measures now, on the threads the run used: for bf16 the
-     * vdpbf16ps peak where the CPU has AVX512_BF16 (else bf16 runs on fp32 FMAs: the fp32 peak) */
-    double peak = 0, flops = gptc_model_flops_per_token(&r.model, c.t.seq);
-    const char *kind = "fp32";
-    if (c.t.dtype == GPTC_PRECISION_BF16 && (peak = gptc_peak_bf16_gflops(c.t.threads)) > 0) kind = "bf16";
-    if (peak <= 0) peak = gptc_peak_gflops(c.t.threads);
-    peak *= r.world; /* tokens/s counts every rank's tokens: against every rank's peak (as rank 0 measures it) */
-    if (peak > 0)
+    double p50, p95, jitter;
+    gptc_spread(p.all_ms, p.nms, &p50, &p95, &jitter);
+    free(p.all_ms);
+    printf("train: step time p50 %.1f ms, p95 %.1f ms, stdev %.1f%% of the mean over %d steps; peak RSS %.0f MiB\n",
+           p50, p95, jitter, p.nms, gptc_peak_rss() / 1048576.0);
+    /* MFU against the peak measured (or read from the cache) at the start, on the threads the run used:
+     * for bf16 the vdpbf16ps peak where the CPU has AVX512_BF16 (else bf16 runs on fp32 FMAs: the fp32 peak) */
+    if (p.peak > 0)
         printf("train: %.3g model FLOPs/token, %.1f GFLOP/s achieved, measured %s peak %.1f GFLOP/s on %d threads%s, "
                "MFU %.1f%%\n",
-               flops, r.tokens_per_s * flops / 1e9, kind, peak, c.t.threads ? c.t.threads : gptc_threads(),
-               r.world > 1 ? " x ranks" : "", 100.0 * r.tokens_per_s * flops / 1e9 / peak);
+               p.flops, r.tokens_per_s * p.flops / 1e9, p.peak_kind, p.peak, p.threads, r.world > 1 ? " x ranks" : "",
+               100.0 * r.tokens_per_s * p.flops / 1e9 / p.peak);
+    if (p.peak > 0 && r.tokens_per_s * p.flops / 1e9 > p.peak) {
+        char cache[4096];
+        gptc_peak_cache_file(NULL, cache, sizeof cache);
+        printf("train: MFU above 100%%: the peak was probably measured while the machine was busy; delete %s to "
+               "measure it again\n", cache);
+    }
     if (c.t.profile) {
-        printf("profile: trace written to %s\n", c.t.profile);
-        gptc_prof_print_table(stdout, peak, kind);
+        printf("profile: trace written to %s (rank 0's operators below)\n", c.t.profile);
+        gptc_prof_print_table(stdout, p.peak / r.world, p.peak_kind);
         gptc_prof_free();
     }
     return 0;

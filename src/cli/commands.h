@@ -10,6 +10,7 @@ int gptc_cmd_info(int argc, char **argv);
 int gptc_cmd_tokenize(int argc, char **argv);
 int gptc_cmd_plan(int argc, char **argv);
 int gptc_cmd_bench(int argc, char **argv);
+int gptc_cmd_report(int argc, char **argv);
 
 /* Prints "gptc: MESSAGE" for the last library error. */
 void gptc_cli_error(void);

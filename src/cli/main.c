@@ -10,6 +10,7 @@ static void usage(FILE *f) {
                "  train     train a GPT-2 model on token shards (resumes from --ckpt)\n"
                "  plan      show the memory a training run would take and whether it fits\n"
                "  bench     measure what each optimisation buys (--ablation)\n"
+               "  report    write a run folder's training curves as one HTML page\n"
                "  sample    generate text from a checkpoint\n"
                "  prepare   turn text files into token shards\n"
                "  tokenize  show the token ids of a text\n"
@@ -26,6 +27,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return gptc_cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "plan") == 0) return gptc_cmd_plan(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return gptc_cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "report") == 0) return gptc_cmd_report(argc - 2, argv + 2);
     if (strcmp(cmd, "sample") == 0) return gptc_cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "prepare") == 0) return gptc_cmd_prepare(argc - 2, argv + 2);
     if (strcmp(cmd, "info") == 0) return gptc_cmd_info(argc - 2, argv + 2);
@@ -34,6 +36,6 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "gptc: %s: unknown command (expected train, plan, bench, sample, prepare, tokenize or info; see gptc --help)\n", cmd);
+    fprintf(stderr, "gptc: %s: unknown command (expected train, plan, bench, report, sample, prepare, tokenize or info; see gptc --help)\n", cmd);
     return 2;
 }

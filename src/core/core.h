@@ -45,6 +45,8 @@ size_t gptc_alloc_block_bytes(size_t bytes);
 /* Memory this process may use: the smaller of MemTotal (/proc/meminfo) and the cgroup v2 limit
  * (/sys/fs/cgroup/memory.max) when one is set; 0 when neither can be read. */
 size_t gptc_machine_memory(void);
+/* The process's peak resident set so far in bytes (getrusage's ru_maxrss). */
+size_t gptc_peak_rss(void);
 
 /* A float buffer that grows on demand and is then reused: kernels keep one per thread
  * (`static _Thread_local gptc_workspace w;`), so every call after the first allocates nothing.
@@ -106,5 +108,30 @@ const gptc_cpu_info *gptc_cpu(void);
 /* ---- threads */
 void gptc_set_threads(int n); /* 0: leave OpenMP's default */
 int gptc_threads(void);
+/* Binds OpenMP thread i of a team of gptc_threads() to one CPU of the process's affinity mask, with
+ * sched_setaffinity inside a parallel region (libgomp reads OMP_PLACES only when it loads, so
+ * setting it from inside the program is too late). CPUs are taken one per physical core first
+ * (lowest CPU of each core, in order), then the hyperthread siblings, wrapping round when there are
+ * more threads than CPUs. The team's threads persist across parallel regions of up to that many
+ * threads, so the binding holds for the run. cpus (cap entries, may be NULL) gets thread i's CPU;
+ * returns the threads bound, or -1 (message set) if the kernel refused. */
+int gptc_pin_threads(int *cpus, int cap);
+/* Gives every thread of the team back the affinity mask the process had before gptc_pin_threads. */
+void gptc_unpin_threads(void);
+
+/* ---- rolling statistics of the last GPTC_WINDOW values (step times for the jitter in the log) */
+#define GPTC_WINDOW 50
+typedef struct gptc_window {
+    double v[GPTC_WINDOW];
+    int n, next;
+} gptc_window;
+void gptc_window_add(gptc_window *w, double x);
+/* Median and 95th percentile (nearest rank) of the values in the window, and their standard deviation
+ * as a percentage of their mean; all 0 for an empty window. */
+void gptc_window_stats(const gptc_window *w, double *p50, double *p95, double *stdev_pct);
+/* The same over v[0..n) (sorts v in place). */
+void gptc_spread(double *v, size_t n, double *p50, double *p95, double *stdev_pct);
+/* The median of v[0..n) (sorts v in place); NaN when n is 0. */
+double gptc_median(double *v, size_t n);
 
 #endif

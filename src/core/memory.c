@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 enum { HEADER = 64 };
 
@@ -94,4 +95,10 @@ size_t gptc_machine_memory(void) {
     unsigned long long limit = read_number("/sys/fs/cgroup/memory.max", NULL);
     if (limit && (!total || limit < total)) total = limit;
     return (size_t)total;
+}
+
+size_t gptc_peak_rss(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
 }

@@ -8,6 +8,7 @@
 #ifndef GPTC_KERNELS_H
 #define GPTC_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The signature of gemm and gemm_bf16 below (the contract is gemm's). */
@@ -145,5 +146,15 @@ double gptc_peak_gflops(int threads);
  * (16 lanes x 2 multiply-adds per instruction, 2 FLOPs each), about 0.2 s; 0 when the CPU lacks
  * AVX512_BF16 (or the avx512 level). */
 double gptc_peak_bf16_gflops(int threads);
+/* The peak a training run's MFU is measured against, probed once per machine and cached: for bf16
+ * the vdpbf16ps peak where the CPU has AVX512_BF16, else (and for fp32) the fp32 FMA peak. The cache
+ * is the JSON file cache_dir/peak.json (cache_dir NULL: $XDG_CACHE_HOME/gptc, else
+ * $HOME/.cache/gptc), one entry per CPU brand, ISA level, dtype and thread count; a missing,
+ * unreadable or corrupt file is measured afresh and rewritten atomically (a cache that cannot be
+ * written is only skipped). threads 0: all. *kind (may be NULL) gets "fp32" or "bf16", the probe
+ * used; *cached (may be NULL) whether the figure came from the file. 0 when the CPU has no FMA. */
+double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached);
+/* The path of that cache file, into buf. */
+void gptc_peak_cache_file(const char *cache_dir, char *buf, size_t cap);
 
 #endif
