@@ -4,6 +4,7 @@
  * ratios of the tokens/s it printed) and writes it with --out; bad usage is one line, exit 2. Nothing
  * here depends on how fast the machine is. */
 #include "test.h"
+#include "dist/dist.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +38,15 @@ TEST(bench_ablation_table) {
     const char *stages[] = {"| baseline: reference kernels, naive attention, erf GELU, unfused |",
                             "| + fused flash attention, fast tanh GELU |",
                             "| + fused residual+LayerNorm, chunked classifier+cross-entropy |",
-                            "| + SIMD GEMM", "| + bf16 mixed precision |", "| + recompute block (memory) |"};
+                            "| + SIMD GEMM", "| + bf16 mixed precision |", "| + recompute block (memory) |",
+                            "| + 2 ranks over MPI (same global batch and cores, split) |"};
+    /* the 2-rank row where this build has MPI and mpirun is installed; otherwise it is left out, saying why */
+    bool mpi = gptc_dist_has_mpi() && test_run("command -v mpirun", NULL) == 0;
+    int rows = mpi ? 7 : 6;
+    if (!mpi) CHECK_MSG(out && strstr(out, "the 2-rank stage is left out"), "no word on the 2-rank stage: %s", out);
+    else CHECK_MSG(out && !strstr(out, "left out"), "%s", out);
     double base = 0, prev = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < rows; i++) {
         const char *row = out ? strstr(out, stages[i]) : NULL;
         CHECK_MSG(row, "no row %s in: %s", stages[i], out);
         if (!row) continue;
