@@ -123,6 +123,8 @@ typedef struct gptc_train_options {
      * sequences of each global batch of ranks x B, and total_batch counts the tokens of all ranks */
     float bucket_mb;       /* MB of gradients per exchange bucket (0: one exchange per tensor) */
     int zero;              /* 1: ZeRO-1, the AdamW moments split over the ranks; 0: every rank holds all */
+    int skip_nonfinite;    /* a step whose loss or gradient norm is not finite drops its update (every rank
+                            * the same, agreed); more than this many such steps in a row stop the run (0: the first stops it) */
     const char *profile;   /* --profile: write a Chrome trace-event JSON of the run's operators here (NULL: off);
                             * the spans stay in memory for the CLI's table (train/profile_report.h) */
 } gptc_train_options;
@@ -146,6 +148,7 @@ typedef struct gptc_train_result {
     double comm_wait_ms_per_step; /* ms per step spent waiting for them after the backward (mean) */
     double comm_wait_share;  /* that wait over the mean step time */
     size_t optim_bytes;      /* bytes this rank allocated for the AdamW moments (ZeRO-1: its shard's) */
+    int skipped_steps;       /* steps whose update was dropped for a non-finite loss or norm */
 } gptc_train_result;
 
 /* What the trainer reports: once at the start (after every check and allocation, before the
@@ -167,6 +170,7 @@ typedef struct gptc_step_info {
     float val_loss;        /* val loss if evaluated after this step, else NaN */
     const char *ckpt_path; /* CHECKPOINT: the folder written */
     const char *sample;    /* text sampled after this step (decoded with the data's tokenizer), else NULL */
+    int skipped;           /* 1: this step's loss or gradient norm was not finite and its update was dropped */
 } gptc_step_info;
 
 /* Per-step callback for the CLI, embedders and tests: return nonzero to stop the run after this

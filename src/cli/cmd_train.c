@@ -76,6 +76,7 @@ static const gptc_option g_train_opts[] = {
     {"bucket-mb", OPT_FLOAT, F(t.bucket_mb), "X", "under mpirun: MB of gradients per allreduce bucket, started while the backward runs (0: one allreduce per tensor)", 0, 1e9},
     {"zero", OPT_INT, F(t.zero), "0|1", "under mpirun: 1 splits the AdamW moments over the ranks (ZeRO-1: reduce-scatter, shard update, all-gather)", 0, 1},
     {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
+    {"skip-nonfinite", OPT_INT, F(t.skip_nonfinite), "N", "drop the update of a step whose loss or gradient norm is not finite (all ranks alike), up to N such steps in a row; the next stops the run (0: the first stops it)", 0, 1e9},
     {"comm-timeout", OPT_FLOAT, F(comm_timeout), "S", "under mpirun: a rank that waits more than S seconds for the others in one exchange ends the job, naming it (0: wait forever); must exceed rank 0's longest checkpoint write", 0, 1e9},
     {"log-losses", OPT_STRING, F(log_losses), "FILE", "write each step's \"step loss grad_norm lr\" to FILE (full precision, one line a step)", 0, 0},
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
@@ -295,16 +296,17 @@ static int on_step(void *user, const gptc_step_info *in) {
     cJSON_AddNumberToObject(rec, "jitter_pct", jitter);
     cJSON_AddNumberToObject(rec, "rss_mib", rss_mib);
     if (!isnan(in->val_loss)) cJSON_AddNumberToObject(rec, "val_loss", in->val_loss);
+    if (in->skipped) cJSON_AddBoolToObject(rec, "skipped", 1);
     int stop = log_record(p, rec);
     if (p->c->quiet) return stop;
 
     double eta = p->ms_sum * 1e-3 / done * (in->steps - in->step);
     char etab[32], line[512], bar[64] = "";
     fmt_eta(etab, sizeof etab, eta);
-    bool show = p->tty || in->step % p->c->log_every == 0 || in->step == in->steps || !isnan(in->val_loss) || in->sample;
+    bool show = in->skipped || p->tty || in->step % p->c->log_every == 0 || in->step == in->steps || !isnan(in->val_loss) || in->sample;
     if (!show) return stop;
     size_t n = 0;
-    bool live = p->tty && isnan(in->val_loss) && in->step != in->steps && !in->sample;
+    bool live = p->tty && !in->skipped && isnan(in->val_loss) && in->step != in->steps && !in->sample;
     if (live) {
         /* the live line: a progress bar and the ETA in front, the rest cut to the terminal's width */
         int filled = (int)(20.0 * in->step / in->steps);
@@ -321,6 +323,8 @@ static int on_step(void *user, const gptc_step_info *in) {
                           in->loss, in->lr, in->grad_norm, in->ms, in->tokens_per_s, 100 * mfu, p50, p95, jitter,
                           rss_mib);
     if (!live && n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, " | ETA %s", etab);
+    if (in->skipped && n < sizeof line)
+        n += (size_t)snprintf(line + n, sizeof line - n, " | not finite: update skipped");
     if (!isnan(in->val_loss) && n < sizeof line)
         n += (size_t)snprintf(line + n, sizeof line - n, " | val loss %.4f", in->val_loss);
     if (live) {
@@ -466,6 +470,9 @@ static int run_train(int argc, char **argv) {
            r.ms_per_step, r.tokens_per_s, r.steps_run, r.first_step, r.first_loss, r.last_loss);
     if (!isnan(r.last_val_loss)) printf("; val loss %.4f -> %.4f", r.first_val_loss, r.last_val_loss);
     printf(")\n");
+    if (r.skipped_steps)
+        printf("train: %d step%s skipped for a non-finite loss or gradient norm (--skip-nonfinite %d)\n",
+               r.skipped_steps, r.skipped_steps > 1 ? "s" : "", c.t.skip_nonfinite);
     if (r.world > 1) {
         printf("comm: %d ranks, %.1f allreduce calls/step, %.2f ms/step waiting (%.1f%% of the step)\n", r.world,
                r.comm_calls_per_step, r.comm_wait_ms_per_step, 100 * r.comm_wait_share);

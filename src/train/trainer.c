@@ -93,6 +93,8 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
     if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
         return gptc_fail(GPTC_ERR_ARG, "--beta1/--beta2: must be in [0, 1)");
     if (!(o->eps > 0)) return gptc_fail(GPTC_ERR_ARG, "--eps %g: must be positive", o->eps);
+    if (o->skip_nonfinite < 0)
+        return gptc_fail(GPTC_ERR_ARG, "--skip-nonfinite %d: must be 0 (stop at the first) or more", o->skip_nonfinite);
     if (!(o->clip >= 0)) return gptc_fail(GPTC_ERR_ARG, "--clip %g: must be 0 (off) or positive", o->clip);
     if (o->keep < 1) return gptc_fail(GPTC_ERR_ARG, "--keep %d: must be at least 1", o->keep);
     if (o->ckpt_every < 0) return gptc_fail(GPTC_ERR_ARG, "--ckpt-every %d: must be 0 or more", o->ckpt_every);
@@ -244,6 +246,33 @@ static const char *sample_now(trainer *t) {
 }
 
 static void reducer_hook(void *user, size_t lo) { gptc_reducer_ready(user, lo); }
+
+/* Fault injection for the tests (docs/faults.md): GPTC_FAULT_NONFINITE=RANK:STEP makes one gradient
+ * value of that rank not finite in that (1-based) step, before its exchange, as a bad batch would. */
+static void inject_fault(trainer *t) {
+    const char *f = getenv("GPTC_FAULT_NONFINITE");
+    int rank, step;
+    if (f && sscanf(f, "%d:%d", &rank, &step) == 2 && rank == t->rank && step == t->state.step + 1)
+        t->model.grads[0] = NAN; /* wte's first value: the backward adds onto it, so it stays NaN */
+}
+
+/* Every rank's weights must be the same bits after the last step (the same averaged gradients and
+ * the same update everywhere); a difference means the ranks diverged, and the checkpoint, written
+ * from rank 0 alone, would not be what the others trained. */
+static gptc_status check_ranks_agree(trainer *t) {
+    if (t->world == 1) return GPTC_OK;
+    uint32_t mine = gptc_crc32c(0, t->model.params, sizeof(float) * t->model.num_floats);
+    uint32_t *all = malloc(sizeof *all * t->world);
+    gptc_status st = all ? GPTC_OK : gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+    if ((st = gptc_dist_agree(st))) return st;
+    st = gptc_comm_allgather(&mine, all, sizeof mine);
+    for (int r = 1; r < t->world && !st; r++)
+        if (all[r] != all[0])
+            st = gptc_fail(GPTC_ERR_STATE, "the weights of rank %d differ from rank 0's after step %d (CRC32C %08x vs "
+                           "%08x): the ranks diverged; please report it", r, t->state.step, all[r], all[0]);
+    free(all);
+    return st;
+}
 
 static void trainer_free(trainer *t) {
     gptc_reducer_free(&t->red);
@@ -423,6 +452,7 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
         /* accumulation: only the last micro-step's backward exchanges the (summed) gradients */
         m->grads_ready = t->use_red && micro == t->accum - 1 ? reducer_hook : NULL;
         m->grads_ready_user = &t->red;
+        if (micro == t->accum - 1) inject_fault(t);
         loss_sum += gptc_model_forward_backward(m, t->inputs, t->targets, o->batch, o->seq,
                                                 1.0f / ((float)t->accum * t->world));
     }
@@ -451,6 +481,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     gptc_status st;
     gptc_train_result r = {.first_val_loss = NAN, .last_val_loss = NAN};
     double *step_ms = NULL;
+    int nonfinite_run = 0; /* steps in a row with a non-finite loss or norm */
     t.o = &o;
     t.rank = gptc_dist_rank();
     t.world = gptc_dist_world();
@@ -482,13 +513,21 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         const float *g;
         if ((st = step_gradients(&t, &loss, &norm, &g))) goto fail;
         float lr = gptc_lr_at(&t.sched, t.state.step);
-        if (!isfinite(loss) || !isfinite(norm))
-            st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: loss %g, gradient norm %g are not finite; lower --lr or check the data",
-                           t.state.step + 1, loss, norm);
-        /* every rank has the same loss and norm, so the same verdict; agreeing names rank 0 as its source */
+        /* the NaN guard: every rank has the same loss and norm (summed in rank order), and the verdict
+         * is agreed anyway, so every rank skips, or stops, at the same step */
+        double bad = !isfinite(loss) || !isfinite(norm);
+        if ((st = gptc_dist_agree(gptc_dist_sum_ordered(&bad, 1)))) goto fail;
+        bool skip = bad > 0;
+        nonfinite_run = skip ? nonfinite_run + 1 : 0;
+        if (skip && nonfinite_run > o.skip_nonfinite)
+            st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: loss %g, gradient norm %g are not finite%s; lower --lr or check the data",
+                           t.state.step + 1, loss, norm, o.skip_nonfinite ? " (more steps in a row than --skip-nonfinite)" : "");
+        /* agreeing names rank 0 as its source */
         if ((st = gptc_dist_agree(st))) goto fail;
         float scale = gptc_clip_scale(norm, o.clip);
-        if (o.zero) {
+        if (skip) {
+            r.skipped_steps++; /* the update is dropped; the data and the schedule move on */
+        } else if (o.zero) {
             gptc_adamw_update_range(&t.model, g, t.mom, t.vel, t.lo, t.hi, &t.adamw, lr, scale, t.state.step + 1);
             gptc_prof_begin(GPTC_PROF_COMM, "comm.allgather_params", -1);
             st = gptc_dist_allgather_shards(t.model.params, t.bounds);
@@ -512,6 +551,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         info.loss = loss;
         info.lr = lr;
         info.grad_norm = (float)norm;
+        info.skipped = skip;
         info.ms = ms;
         info.tokens_per_s = tokens_per_step / (ms * 1e-3);
         bool last = t.state.step == o.steps;
@@ -538,6 +578,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
             }
         }
     }
+    if ((st = check_ranks_agree(&t))) goto fail;
     if (t.red.rounds) {
         double sum = 0;
         for (int i = 0; i < r.steps_run; i++) sum += step_ms[i];
