@@ -42,6 +42,7 @@ extern volatile int gptc_prof_on;
 void gptc_prof_begin_rec(gptc_prof_cat cat, const char *name, int layer);
 void gptc_prof_end_rec(double flops, double bytes);
 
+#ifndef GPTC_PROFILE_COMPILED_OUT
 /* Opens a span on this thread; name must outlive the profile (a literal). */
 static inline void gptc_prof_begin(gptc_prof_cat cat, const char *name, int layer) {
     if (__builtin_expect(gptc_prof_on, 0)) gptc_prof_begin_rec(cat, name, layer);
@@ -50,6 +51,12 @@ static inline void gptc_prof_begin(gptc_prof_cat cat, const char *name, int laye
 static inline void gptc_prof_end(double flops, double bytes) {
     if (__builtin_expect(gptc_prof_on, 0)) gptc_prof_end_rec(flops, bytes);
 }
+#else
+/* Built with -DGPTC_PROFILE_COMPILED_OUT (bench/profile_cost.sh): no instrumentation at all, the
+ * yardstick for what the flag test above costs; --profile then records nothing. */
+static inline void gptc_prof_begin(gptc_prof_cat cat, const char *name, int layer) {}
+static inline void gptc_prof_end(double flops, double bytes) {}
+#endif
 
 /* Drops any earlier spans, sets the time origin and turns recording on. */
 void gptc_prof_start(void);
