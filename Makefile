@@ -2,7 +2,8 @@
 CC      ?= gcc
 OPT     ?= -O3
 CFLAGS  ?= $(OPT) -g -fno-math-errno
-CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp -D_GNU_SOURCE -Iinclude -Isrc -MMD -MP
+EXTRA_CFLAGS ?=
+CFLAGS  += $(EXTRA_CFLAGS) -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp -D_GNU_SOURCE -Iinclude -Isrc -MMD -MP
 LDLIBS  := -lpcre2-8 -lcjson -lm -fopenmp
 BUILD   := build
 

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 MODEL=${MODEL:-gpt2}; B=${B:-4}; T=${T:-64}; STEPS=${STEPS:-8}; THREADS=${THREADS:-2}; RUNS=${RUNS:-5}
 DATA=build/data/shakespeare-gpt2
 make -s build/gptc >/dev/null
-make -s BUILD=build-noprof CFLAGS="-O3 -g -fno-math-errno -DGPTC_PROFILE_COMPILED_OUT" build-noprof/gptc >/dev/null
+make -s BUILD=build-noprof EXTRA_CFLAGS=-DGPTC_PROFILE_COMPILED_OUT build-noprof/gptc >/dev/null
 [ -f "$DATA/meta.json" ] || build/gptc prepare --tokenizer gpt2 data/tinyshakespeare.txt --out "$DATA" >/dev/null
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/profile_cost.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM

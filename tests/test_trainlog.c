@@ -61,6 +61,20 @@ TEST(trainlog_peak_cache) {
     cJSON_Delete(root);
     gptc_free(text);
     CHECK(gptc_peak_cached(dir, 0, 1, NULL, &cached) == c && cached);
+    /* a figure probed on a busy machine (here: far too low) is replaced by a new probe when it is
+     * asked to be, and a higher one is kept whatever the new probe reads */
+    char key[300], low[400];
+    snprintf(key, sizeof key, "%s|%s|fp32|1", gptc_cpu()->brand,
+             gptc_kernels_level("avx512") ? "avx512" : gptc_kernels_level("avx2") ? "avx2" : "none");
+    int n = snprintf(low, sizeof low, "{\"%s\": 0.001}", key);
+    test_write_file(path, low, (size_t)n);
+    CHECK(gptc_peak_cached(dir, 0, 1, NULL, &cached) == 0.001 && cached);
+    double d = gptc_peak_remeasure(dir, 0, 1);
+    CHECK_MSG(d > 0.001, "remeasured %g", d);
+    CHECK(gptc_peak_cached(dir, 0, 1, NULL, &cached) == d && cached);
+    n = snprintf(low, sizeof low, "{\"%s\": 1e12}", key);
+    test_write_file(path, low, (size_t)n);
+    CHECK(gptc_peak_remeasure(dir, 0, 1) == 1e12);
 }
 
 /* The Cpus_allowed_list of every thread of this process, joined with ';' into buf; returns the count. */

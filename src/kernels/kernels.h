@@ -154,6 +154,9 @@ double gptc_peak_bf16_gflops(int threads);
  * written is only skipped). threads 0: all. *kind (may be NULL) gets "fp32" or "bf16", the probe
  * used; *cached (may be NULL) whether the figure came from the file. 0 when the CPU has no FMA. */
 double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached);
+/* Measures that peak again now and caches the larger of the new and the cached figure, which it
+ * returns: for a run whose achieved GFLOP/s exceeded a cached peak taken on a busy machine. */
+double gptc_peak_remeasure(const char *cache_dir, int bf16, int threads);
 /* The path of that cache file, into buf. */
 void gptc_peak_cache_file(const char *cache_dir, char *buf, size_t cap);
 

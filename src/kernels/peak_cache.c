@@ -24,7 +24,9 @@ void gptc_peak_cache_file(const char *cache_dir, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/peak.json", dir);
 }
 
-double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached) {
+/* The cached figure, or (when there is none, or with force) a measurement now, stored as the larger
+ * of it and the cached one: a probe disturbed by other processes reads low, never high. */
+static double peak_entry(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached, bool force) {
     int nt = threads > 0 ? threads : omp_get_max_threads();
     const char *isa = gptc_kernels_level("avx512") ? "avx512" : gptc_kernels_level("avx2") ? "avx2" : "none";
     bool use_bf16 = bf16 && gptc_kernels_level("avx512") && gptc_cpu()->avx512bf16;
@@ -47,8 +49,9 @@ double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char
         root = NULL;
     }
     const cJSON *hit = root ? cJSON_GetObjectItemCaseSensitive(root, key) : NULL;
-    if (cJSON_IsNumber(hit) && hit->valuedouble > 0) {
-        double v = hit->valuedouble;
+    double before = cJSON_IsNumber(hit) && hit->valuedouble > 0 ? hit->valuedouble : 0;
+    if (before > 0 && !force) {
+        double v = before;
         cJSON_Delete(root);
         if (cached) *cached = true;
         return v;
@@ -60,6 +63,7 @@ double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char
         return 0;
     }
     peak = round(peak * 100) / 100; /* so that the figure read back from the file is the same double */
+    if (peak < before) peak = before;
     if (!root) root = cJSON_CreateObject();
     cJSON_DeleteItemFromObjectCaseSensitive(root, key);
     cJSON_AddNumberToObject(root, key, peak);
@@ -73,4 +77,12 @@ double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char
     free(out);
     cJSON_Delete(root);
     return peak;
+}
+
+double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached) {
+    return peak_entry(cache_dir, bf16, threads, kind, cached, false);
+}
+
+double gptc_peak_remeasure(const char *cache_dir, int bf16, int threads) {
+    return peak_entry(cache_dir, bf16, threads, NULL, NULL, true);
 }
