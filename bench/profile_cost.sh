@@ -1,13 +1,13 @@
 #!/bin/sh
 # profile_cost.sh — what the profiler's instrumentation costs. The same GPT-2 124M training run with
 # the spans compiled out (a second build, -DGPTC_PROFILE_COMPILED_OUT, in build-noprof/), compiled in
-# but off (the normal build: one flag test per span), and on (--profile FILE.json), interleaved so
-# that machine noise hits all three alike, RUNS times each. Prints every run's median ms/step, then
+# but off (the normal build: one flag test per span), and on (--profile FILE.json), interleaved (in
+# rotating order) so that machine noise hits all three alike, RUNS times each. Prints every run's median ms/step, then
 # the median of the runs and the ratios to the compiled-out build. Settings: MODEL (gpt2), B (4),
-# T (64), STEPS (8), THREADS (2), RUNS (5).
+# T (64), STEPS (8), THREADS (2), RUNS (9).
 set -e
 cd "$(dirname "$0")/.."
-MODEL=${MODEL:-gpt2}; B=${B:-4}; T=${T:-64}; STEPS=${STEPS:-8}; THREADS=${THREADS:-2}; RUNS=${RUNS:-5}
+MODEL=${MODEL:-gpt2}; B=${B:-4}; T=${T:-64}; STEPS=${STEPS:-8}; THREADS=${THREADS:-2}; RUNS=${RUNS:-9}
 DATA=build/data/shakespeare-gpt2
 make -s build/gptc >/dev/null
 make -s BUILD=build-noprof EXTRA_CFLAGS=-DGPTC_PROFILE_COMPILED_OUT build-noprof/gptc >/dev/null
@@ -25,9 +25,12 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 echo "| run | compiled out ms/step | in, off ms/step | on (--profile) ms/step |"
 echo "| ---: | ---: | ---: | ---: |"
 for i in $(seq "$RUNS"); do
-    a=$(run build-noprof/gptc "")
-    b=$(run build/gptc "")
-    c=$(run build/gptc "--profile $tmp/trace.json")
+    # the order rotates from round to round, so that no variant always runs first
+    case $((i % 3)) in
+        1) a=$(run build-noprof/gptc ""); b=$(run build/gptc ""); c=$(run build/gptc "--profile $tmp/trace.json") ;;
+        2) b=$(run build/gptc ""); c=$(run build/gptc "--profile $tmp/trace.json"); a=$(run build-noprof/gptc "") ;;
+        0) c=$(run build/gptc "--profile $tmp/trace.json"); a=$(run build-noprof/gptc ""); b=$(run build/gptc "") ;;
+    esac
     echo "$a" >>"$tmp/a"; echo "$b" >>"$tmp/b"; echo "$c" >>"$tmp/c"
     echo "| $i | $a | $b | $c |"
 done
