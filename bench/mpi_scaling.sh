@@ -9,10 +9,9 @@
 set -e
 cd "$(dirname "$0")/.."
 GB=${GB:-4}; T=${T:-64}; STEPS=${STEPS:-6}; THREADS=${THREADS:-2}; RUNS=${RUNS:-3}
-DATA=build/data/shakespeare-gpt2
 make -s build/gptc >/dev/null
 command -v mpirun >/dev/null || { echo "mpi_scaling: mpirun not found; run sh tools/setup.sh" >&2; exit 1; }
-[ -f "$DATA/meta.json" ] || build/gptc prepare --tokenizer gpt2 data/tinyshakespeare.txt --out "$DATA" >/dev/null
+. bench/lib.sh
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mpi_scaling.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -27,7 +26,6 @@ run() { # name launcher batch threads extra -> "ms tok/s calls wait share"
          /^comm:/ { gsub(/[(%]/, ""); c = $4; w = $7; s = $10 }
          END { print ms, tok, c, w, s }' "$tmp/log"
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "| run | setup | ms/step | steps/s | tokens/s | MPI calls/step | ms/step waiting | share of the step |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"

@@ -6,9 +6,8 @@
 set -e
 cd "$(dirname "$0")/.."
 MODEL=${MODEL:-gpt2}; B=${B:-4}; T=${T:-64}; STEPS=${STEPS:-30}; THREADS=${THREADS:-2}; RUNS=${RUNS:-3}
-DATA=build/data/shakespeare-gpt2
 make -s build/gptc >/dev/null
-[ -f "$DATA/meta.json" ] || build/gptc prepare --tokenizer gpt2 data/tinyshakespeare.txt --out "$DATA" >/dev/null
+. bench/lib.sh
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pin_jitter.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
@@ -18,7 +17,6 @@ run() { # extra-flags -> "p50 p95 stdev"
     # train: step time p50 X ms, p95 Y ms, stdev Z% of the mean over N steps; ...
     awk '/^train: step time/ { gsub(/[,%]/, ""); print $5, $8, $11 }' "$tmp/log"
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "| run | pinned | p50 ms | p95 ms | stdev % of mean |"
 echo "| ---: | --- | ---: | ---: | ---: |"

@@ -8,10 +8,9 @@
 set -e
 cd "$(dirname "$0")/.."
 MODEL=${MODEL:-gpt2}; B=${B:-4}; T=${T:-64}; STEPS=${STEPS:-8}; THREADS=${THREADS:-2}; RUNS=${RUNS:-9}
-DATA=build/data/shakespeare-gpt2
 make -s build/gptc >/dev/null
 make -s BUILD=build-noprof EXTRA_CFLAGS=-DGPTC_PROFILE_COMPILED_OUT build-noprof/gptc >/dev/null
-[ -f "$DATA/meta.json" ] || build/gptc prepare --tokenizer gpt2 data/tinyshakespeare.txt --out "$DATA" >/dev/null
+. bench/lib.sh
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/profile_cost.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
@@ -20,7 +19,6 @@ run() { # binary extra-flags -> median ms/step
         --eval-every 0 --eval-batches 1 --lr 1e-4 --quiet $2 >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; exit 1; }
     awk '/^train: median/ { print $3 }' "$tmp/log"
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "| run | compiled out ms/step | in, off ms/step | on (--profile) ms/step |"
 echo "| ---: | ---: | ---: | ---: |"
