@@ -61,6 +61,7 @@ typedef struct trainer {
     gptc_reducer red;      /* the gradient exchange (many ranks only) */
     size_t optim_bytes;    /* what allocating the moments added to gptc_alloc's live bytes */
     bool use_red;
+    int fault_step;        /* GPTC_FAULT_NONFINITE: the 1-based step whose gradient this rank poisons (0: none) */
     gptc_loader train, val;
     bool has_val;
     int *inputs, *targets; /* (B,T) */
@@ -248,11 +249,16 @@ static const char *sample_now(trainer *t) {
 static void reducer_hook(void *user, size_t lo) { gptc_reducer_ready(user, lo); }
 
 /* Fault injection for the tests (docs/faults.md): GPTC_FAULT_NONFINITE=RANK:STEP makes one gradient
- * value of that rank not finite in that (1-based) step, before its exchange, as a bad batch would. */
-static void inject_fault(trainer *t) {
+ * value of that rank not finite in that (1-based) step, before its exchange, as a bad batch would.
+ * Read once at setup. */
+static void read_fault(trainer *t) {
     const char *f = getenv("GPTC_FAULT_NONFINITE");
     int rank, step;
-    if (f && sscanf(f, "%d:%d", &rank, &step) == 2 && rank == t->rank && step == t->state.step + 1)
+    if (f && sscanf(f, "%d:%d", &rank, &step) == 2 && rank == t->rank && step > 0) t->fault_step = step;
+}
+
+static void inject_fault(trainer *t) {
+    if (t->fault_step == t->state.step + 1)
         t->model.grads[0] = NAN; /* wte's first value: the backward adds onto it, so it stays NaN */
 }
 
@@ -293,6 +299,7 @@ static void trainer_free(trainer *t) {
 /* Everything before the first step: the checks, the data, the model (fresh or resumed), the
  * optimizer state and, on many ranks, the gradient reducer. On failure the caller frees t. */
 static gptc_status setup(trainer *t, gptc_train_options *op) {
+    read_fault(t);
     gptc_train_options o = *op; /* a copy for reading; what setup resolves goes back through op */
     gptc_status st;
     gptc_data_meta meta = {0};
