@@ -127,6 +127,8 @@ typedef struct gptc_train_options {
                             * the same, agreed); more than this many such steps in a row stop the run (0: the first stops it) */
     const char *profile;   /* --profile: write a Chrome trace-event JSON of the run's operators here (NULL: off);
                             * the spans stay in memory for the CLI's table (train/profile_report.h) */
+    int profile_from, profile_to; /* with profile: record steps from..to (1-based, inclusive; 0: the first / the last),
+                            * so a long run keeps only a window of spans in memory */
 } gptc_train_options;
 
 void gptc_train_options_default(gptc_train_options *o);

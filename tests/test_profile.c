@@ -193,3 +193,31 @@ TEST(profile_cli_prints_the_table_and_refuses_a_bad_path) {
     CHECK_MSG(strstr(out, "--profile") && strstr(out, "is a folder"), "%s", out);
     free(out);
 }
+
+/* --profile-steps: only the window's steps are recorded (a long run keeps a bounded number of spans) */
+TEST(profile_window_records_only_its_steps) {
+    char trace[512];
+    test_path(trace, sizeof trace, "%s/profile-window.json", test_tmpdir());
+    gptc_train_options o;
+    tiny_profiled(&o, trace);
+    o.steps = 6;
+    o.profile_from = 3;
+    o.profile_to = 4;
+    gptc_train_result r;
+    CHECK_OK(gptc_train(&o, NULL, NULL, &r));
+    char *text;
+    size_t len;
+    CHECK_OK(gptc_file_read_all(trace, &text, &len));
+    cJSON *root = cJSON_Parse(text);
+    gptc_free(text);
+    CHECK_MSG(root, "the trace is not JSON");
+    if (!root) return;
+    const cJSON *events = cJSON_GetObjectItem(root, "traceEvents");
+    CHECK_EQ_INT(count_events(events, "step", -2, true), 2);
+    CHECK_EQ_INT(count_events(events, "qkv.fwd", 0, true), 2);
+    cJSON_Delete(root);
+    /* a window that is not one is refused before anything runs */
+    o.profile_from = 4;
+    o.profile_to = 2;
+    CHECK(gptc_train(&o, NULL, NULL, &r) == GPTC_ERR_ARG);
+}

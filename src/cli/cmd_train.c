@@ -33,6 +33,7 @@ typedef struct train_cli {
     int pin;
     const char *log_losses;
     float comm_timeout;
+    const char *profile_steps; /* --profile-steps A:B */
 } train_cli;
 
 #define F(field) offsetof(train_cli, field)
@@ -81,6 +82,7 @@ static const gptc_option g_train_opts[] = {
     {"log-losses", OPT_STRING, F(log_losses), "FILE", "write each step's \"step loss grad_norm lr\" to FILE (full precision, one line a step)", 0, 0},
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
     {"profile", OPT_STRING, F(t.profile), "FILE", "write a Chrome trace-event timeline of every operator (open it in Perfetto or chrome://tracing) to FILE.json and print a per-operator table at the end", 0, 0},
+    {"profile-steps", OPT_STRING, F(profile_steps), "A:B", "with --profile: record only steps A to B (1-based, inclusive; B 0 or empty: to the end), so a long run keeps a window of spans in memory", 0, 0},
     {"log", OPT_STRING, F(log), "FILE", "append the run as JSON lines to FILE: a start record, then one per step (default with --ckpt: DIR/log.jsonl)", 0, 0},
     {"pin", OPT_FLAG, F(pin), "", "bind each OpenMP thread to its own core (one per physical core first)", 0, 0},
 };
@@ -417,6 +419,20 @@ static int run_train(int argc, char **argv) {
 
     /* without --seq, train on the model's whole context (positions never trained sample badly) */
     if (!given_flag(given, "seq")) c.t.seq = c.t.model.context;
+    if (c.profile_steps) {
+        char end;
+        int n = sscanf(c.profile_steps, "%d:%d%c", &c.t.profile_from, &c.t.profile_to, &end);
+        if (n == 1 && sscanf(c.profile_steps, "%*d:%c", &end) != 1) n = 2, c.t.profile_to = 0; /* "A:" */
+        if (n != 2 || c.t.profile_from < 1 || c.t.profile_to < 0 || (c.t.profile_to && c.t.profile_to < c.t.profile_from)) {
+            gptc_fail(GPTC_ERR_ARG, "--profile-steps %s: give A:B, steps A to B (1 <= A <= B; B empty: to the end)",
+                      c.profile_steps);
+            return usage_error();
+        }
+        if (!c.t.profile) {
+            gptc_fail(GPTC_ERR_ARG, "--profile-steps %s: needs --profile FILE.json", c.profile_steps);
+            return usage_error();
+        }
+    }
     /* a rank that stops without dying must not hang the others (see src/dist/watchdog.c) */
     if (gptc_dist_set_comm_timeout(c.comm_timeout)) return usage_error();
     int rank = gptc_dist_rank();

@@ -108,6 +108,9 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
     if (o->ckpt_dir && strlen(o->ckpt_dir) > 3000) return gptc_fail(GPTC_ERR_ARG, "--ckpt: path too long");
     if (o->ckpt_dir && gptc_is_file(o->ckpt_dir))
         return gptc_fail(GPTC_ERR_ARG, "--ckpt %s: is a file; give a folder (it is created if missing)", o->ckpt_dir);
+    if (o->profile_from < 0 || o->profile_to < 0 || (o->profile_to && o->profile_to < o->profile_from))
+        return gptc_fail(GPTC_ERR_ARG, "--profile-steps %d:%d: give FROM:TO with 1 <= FROM <= TO (0: open end)",
+                         o->profile_from, o->profile_to);
     if (o->profile && gptc_dist_rank() == 0) return gptc_prof_check_path(o->profile); /* rank 0 writes it */
     return GPTC_OK;
 }
@@ -508,11 +511,13 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
                            .tokens_per_update = tokens_per_step, .step = r.first_step, .steps = o.steps, .val_loss = NAN};
     int stop = t.rank == 0 && on_step && on_step(user, &base);
     gptc_dist_bcast(&stop, sizeof stop, 0);
-    if (o.profile) {
-        gptc_prof_set_rank(t.rank);
-        gptc_prof_start();
-    }
+    if (o.profile) gptc_prof_set_rank(t.rank);
+    bool profiled = false; /* recording began (at the window's first step) */
     while (t.state.step < o.steps && !stop) {
+        if (o.profile && !profiled && t.state.step + 1 >= o.profile_from) {
+            gptc_prof_start();
+            profiled = true;
+        }
         double t0 = gptc_now();
         gptc_prof_begin(GPTC_PROF_STEP, "step", -1);
         float loss;
@@ -546,6 +551,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         t.state.step++;
         gptc_prof_end(0, 0); /* optimizer */
         gptc_prof_end(0, 0); /* step */
+        if (o.profile_to && t.state.step >= o.profile_to) gptc_prof_stop(); /* the window ends: keep what it holds */
         double ms = (gptc_now() - t0) * 1e3;
         step_ms[r.steps_run] = ms;
         if (r.steps_run == 0) r.first_loss = loss;
