@@ -75,6 +75,10 @@ TEST(trainlog_peak_cache) {
     n = snprintf(low, sizeof low, "{\"%s\": 1e12}", key);
     test_write_file(path, low, (size_t)n);
     CHECK(gptc_peak_remeasure(dir, 0, 1) == 1e12);
+    /* a probe taken elsewhere (gptc info) is kept only when it is higher */
+    CHECK(gptc_peak_cache_offer(dir, 0, 1, 5.0) == 1e12);
+    CHECK(gptc_peak_cache_offer(dir, 0, 1, 2e12) == 2e12);
+    CHECK(gptc_peak_cached(dir, 0, 1, NULL, &cached) == 2e12 && cached);
 }
 
 /* The Cpus_allowed_list of every thread of this process, joined with ';' into buf; returns the count. */

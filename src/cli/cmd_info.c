@@ -4,6 +4,7 @@
 #include "kernels/kernels.h"
 #include "kernels/attention.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +36,14 @@ int gptc_cmd_info(int argc, char **argv) {
                gptc_threads());
     else
         printf("peak (bf16): no AVX512_BF16 (gemm_bf16 rounds operands and uses fp32 FMAs)\n");
+    /* what training measures MFU against: these probes update its cache where they read higher */
+    if (p1 > 0) gptc_peak_cache_offer(NULL, 0, 1, round(p1 * 100) / 100);
+    if (pn > 0) gptc_peak_cache_offer(NULL, 0, 0, round(pn * 100) / 100);
+    if (b1 > 0) gptc_peak_cache_offer(NULL, 1, 1, round(b1 * 100) / 100);
+    if (bn > 0) gptc_peak_cache_offer(NULL, 1, 0, round(bn * 100) / 100);
+    char cache[4096];
+    gptc_peak_cache_file(NULL, cache, sizeof cache);
+    printf("peak cache (the larger of these and earlier probes, per thread count): %s\n", cache);
     printf("presets:\n");
     const char *names[] = {"tiny", "small-cpu", "medium-cpu", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

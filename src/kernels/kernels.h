@@ -157,6 +157,9 @@ double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char
 /* Measures that peak again now and caches the larger of the new and the cached figure, which it
  * returns: for a run whose achieved GFLOP/s exceeded a cached peak taken on a busy machine. */
 double gptc_peak_remeasure(const char *cache_dir, int bf16, int threads);
+/* Caches gflops, a probe just taken elsewhere (gptc info), if it is larger than the cached figure;
+ * returns the figure now cached. */
+double gptc_peak_cache_offer(const char *cache_dir, int bf16, int threads, double gflops);
 /* The path of that cache file, into buf. */
 void gptc_peak_cache_file(const char *cache_dir, char *buf, size_t cap);
 

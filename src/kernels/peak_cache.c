@@ -26,7 +26,8 @@ void gptc_peak_cache_file(const char *cache_dir, char *buf, size_t cap) {
 
 /* The cached figure, or (when there is none, or with force) a measurement now, stored as the larger
  * of it and the cached one: a probe disturbed by other processes reads low, never high. */
-static double peak_entry(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached, bool force) {
+static double peak_entry(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached, bool force,
+                         double given) {
     int nt = threads > 0 ? threads : omp_get_max_threads();
     const char *isa = gptc_kernels_level("avx512") ? "avx512" : gptc_kernels_level("avx2") ? "avx2" : "none";
     bool use_bf16 = bf16 && gptc_kernels_level("avx512") && gptc_cpu()->avx512bf16;
@@ -57,7 +58,7 @@ static double peak_entry(const char *cache_dir, int bf16, int threads, const cha
         return v;
     }
     gptc_clear_error();
-    double peak = use_bf16 ? gptc_peak_bf16_gflops(nt) : gptc_peak_gflops(nt);
+    double peak = given > 0 ? given : use_bf16 ? gptc_peak_bf16_gflops(nt) : gptc_peak_gflops(nt);
     if (peak <= 0) {
         cJSON_Delete(root);
         return 0;
@@ -80,9 +81,13 @@ static double peak_entry(const char *cache_dir, int bf16, int threads, const cha
 }
 
 double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached) {
-    return peak_entry(cache_dir, bf16, threads, kind, cached, false);
+    return peak_entry(cache_dir, bf16, threads, kind, cached, false, 0);
 }
 
 double gptc_peak_remeasure(const char *cache_dir, int bf16, int threads) {
-    return peak_entry(cache_dir, bf16, threads, NULL, NULL, true);
+    return peak_entry(cache_dir, bf16, threads, NULL, NULL, true, 0);
+}
+
+double gptc_peak_cache_offer(const char *cache_dir, int bf16, int threads, double gflops) {
+    return peak_entry(cache_dir, bf16, threads, NULL, NULL, true, gflops);
 }
