@@ -163,6 +163,6 @@ void gptc_prof_stats(size_t *spans, size_t *bytes) {
 }
 
 const char *gptc_prof_cat_name(gptc_prof_cat cat) {
-    static const char *names[GPTC_PROF_NCATS] = {"step", "phase", "forward", "backward", "optimizer", "communication"};
+    static const char *names[GPTC_PROF_NCATS] = {"step", "phase", "forward", "backward", "optimizer", "communication", "thread"};
     return (unsigned)cat < GPTC_PROF_NCATS ? names[cat] : "?";
 }

@@ -23,6 +23,8 @@ typedef enum gptc_prof_cat {
     GPTC_PROF_BWD,      /* an operator of the backward */
     GPTC_PROF_OPT,      /* zero_grad, grad_norm, adamw */
     GPTC_PROF_COMM,     /* communication between ranks */
+    GPTC_PROF_THREAD,   /* one OpenMP thread's share of a parallel kernel (GEMM, flash attention), without
+                         * the wait at its end: the timeline shows each thread's load; not in the table's rows */
     GPTC_PROF_NCATS
 } gptc_prof_cat;
 

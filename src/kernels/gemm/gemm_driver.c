@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/profile.h"
 #include "kernels/kernels.h"
 
 #define GEMM_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -160,9 +161,11 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
         int r0, r1, c0, c1;
         thread_block(g, &s, omp_get_thread_num(), M, N, &r0, &r1, &c0, &c1);
         if (r0 < r1 && c0 < c1) {
+            gptc_prof_begin(GPTC_PROF_THREAD, "gemm.thread", -1); /* this thread's block, without the end's wait */
             char *apack = (char *)gptc_workspace_get(&tl_apack, apack_floats(g, K, r0, r1));
             char *bpack = (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, c0, c1));
             gemm_block(g, pack, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack);
+            gptc_prof_end(2.0 * (r1 - r0) * (c1 - c0) * K, 0);
         }
     }
 }

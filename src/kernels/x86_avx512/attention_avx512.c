@@ -6,6 +6,7 @@
 #include "kernels/x86_avx512/attention_avx512.h"
 #include "kernels/attention.h"
 #include "core/core.h"
+#include "core/profile.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -69,10 +70,11 @@ void gptc_flash_fwd_avx512(float *o, float *lse, const float *q, const float *k,
     const long ntasks = (long)B * NH * ntiles;
 #pragma omp parallel
     {
+        gptc_prof_begin(GPTC_PROF_THREAD, "flash_fwd.thread", -1); /* this thread's share, without the wait */
         float *kt = gptc_workspace_get(&tl_tiles, (size_t)HS * BC + (size_t)BR * HS);
         float *acc = kt + (size_t)HS * BC; /* HS*BC is a multiple of the lanes: acc stays vector aligned */
         float m[BR], l[BR], pw[BC];
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait /* the region's end is the barrier */
         for (long task = 0; task < ntasks; task++) {
             size_t bh = (size_t)(task / ntiles);
             int i0 = (int)(task % ntiles) * BR, i1 = i0 + BR < T ? i0 + BR : T;
@@ -104,6 +106,7 @@ void gptc_flash_fwd_avx512(float *o, float *lse, const float *q, const float *k,
                 lse[bh * T + i] = m[r] + logf(l[r]);
             }
         }
+        gptc_prof_end(0, 0);
     }
 }
 
@@ -116,13 +119,14 @@ void gptc_flash_bwd_avx512(float *dq, float *dk, float *dv, const float *do_, co
     const size_t tile = (size_t)HS * BC;
 #pragma omp parallel
     {
+        gptc_prof_begin(GPTC_PROF_THREAD, "flash_bwd.thread", -1); /* this thread's share, without the wait */
         float *D = gptc_workspace_get(&tl_rows, (size_t)T);
         /* kt, vt: the packed key and value tiles; dkt, dvt: their gradients, same (HS,16) layout */
         float *buf = gptc_workspace_get(&tl_tiles, 4 * tile);
         float *kt = buf, *vt = buf + tile, *dkt = buf + 2 * tile, *dvt = buf + 3 * tile;
         float dsw[BC];
         GPTC_ASSERT(D && buf);
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait /* the region's end is the barrier */
         for (long bhl = 0; bhl < (long)B * NH; bhl++) {
             size_t bh = (size_t)bhl, off = bh * T * HS;
             const float *qh = q + off, *kh = k + off, *vh = v + off, *doh = do_ + off, *L = lse + bh * T;
@@ -163,5 +167,6 @@ void gptc_flash_bwd_avx512(float *dq, float *dk, float *dv, const float *do_, co
                     }
             }
         }
+        gptc_prof_end(0, 0);
     }
 }

@@ -15,6 +15,7 @@
 #include "kernels/x86_avx512/attention_avx512.h"
 #include "kernels/attention.h"
 #include "core/core.h"
+#include "core/profile.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -151,12 +152,13 @@ void gptc_flash_fwd_bf16_avx512(float *o, float *lse, const float *q, const floa
     FWD_SIZES(HS);
 #pragma omp parallel
     {
+        gptc_prof_begin(GPTC_PROF_THREAD, "flash_fwd_bf16.thread", -1); /* this thread's share, without the wait */
         float *acc = gptc_workspace_get(&tl_fwd, n_acc + n_qb + n_kt + n_vt + n_tmp); /* (BR,HS) fp32 */
         uint32_t *qb = (uint32_t *)(acc + n_acc);                                      /* (BR,HP) */
         uint32_t *kt = qb + n_qb, *vt = kt + n_kt, *tmp = vt + n_vt;
         float m[BR], l[BR];
         uint32_t pw[BC / 2];
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait /* the region's end is the barrier */
         for (long task = 0; task < ntasks; task++) {
             size_t bh = (size_t)(task / ntiles);
             int i0 = (int)(task % ntiles) * BR, i1 = i0 + BR < T ? i0 + BR : T;
@@ -190,6 +192,7 @@ void gptc_flash_fwd_bf16_avx512(float *o, float *lse, const float *q, const floa
                 lse[bh * T + i] = m[r] + logf(l[r]);
             }
         }
+        gptc_prof_end(0, 0);
     }
 }
 
@@ -203,6 +206,7 @@ void gptc_flash_bwd_bf16_avx512(float *dq, float *dk, float *dv, const float *do
     BWD_SIZES(T, HS);
 #pragma omp parallel
     {
+        gptc_prof_begin(GPTC_PROF_THREAD, "flash_bwd_bf16.thread", -1); /* this thread's share, without the wait */
         float *D = gptc_workspace_get(&tl_bwd, n_D + 2 * n_rows + 2 * n_pairs + 2 * n_kt + n_kv + n_tmp + 2 * n_grad);
         /* dkt, dvt (HS,16) fp32: the key tile's dK / sum_i bf(dS) bf(q_i) and dV, transposed */
         float *dkt = D + n_D, *dvt = dkt + n_grad;
@@ -210,7 +214,7 @@ void gptc_flash_bwd_bf16_avx512(float *dq, float *dk, float *dv, const float *do
         uint32_t *qp = dob + n_rows, *dop = qp + n_pairs;                /* (T/2,HSP) row pairs */
         uint32_t *kt = dop + n_pairs, *vt = kt + n_kt, *kv = vt + n_kt, *tmp = kv + n_kv;
         uint32_t sw[BC / 2];
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait /* the region's end is the barrier */
         for (long bhl = 0; bhl < (long)B * NH; bhl++) {
             size_t bh = (size_t)bhl, off = bh * T * HS;
             const float *qh = q + off, *kh = k + off, *vh = v + off, *doh = do_ + off, *L = lse + bh * T;
@@ -278,5 +282,6 @@ void gptc_flash_bwd_bf16_avx512(float *dq, float *dk, float *dv, const float *do
                     }
             }
         }
+        gptc_prof_end(0, 0);
     }
 }
