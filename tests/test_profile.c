@@ -59,6 +59,17 @@ static const char *const k_model_ops[] = {"encoder.fwd", "classifier.fwd", "xent
                                           "adamw"};
 static const char *const k_phases[] = {"forward", "classifier", "backward", "optimizer", "eval"};
 
+/* The trace file parsed (NULL, with a failed check, when it cannot be read or is not JSON). */
+static cJSON *read_trace(const char *trace) {
+    char *text = NULL;
+    size_t len;
+    CHECK_OK(gptc_file_read_all(trace, &text, &len));
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    gptc_free(text);
+    CHECK_MSG(root, "the trace %s is not JSON", trace);
+    return root;
+}
+
 TEST(profile_trace_has_every_operator_nested_in_steps) {
     char trace[512];
     test_path(trace, sizeof trace, "%s/profile.json", test_tmpdir());
@@ -66,12 +77,7 @@ TEST(profile_trace_has_every_operator_nested_in_steps) {
     tiny_profiled(&o, trace);
     gptc_train_result r;
     CHECK_OK(gptc_train(&o, NULL, NULL, &r));
-    char *text;
-    size_t len;
-    CHECK_OK(gptc_file_read_all(trace, &text, &len));
-    cJSON *root = cJSON_Parse(text);
-    gptc_free(text);
-    CHECK_MSG(root, "the trace is not JSON");
+    cJSON *root = read_trace(trace);
     if (!root) return;
     const cJSON *events = cJSON_GetObjectItem(root, "traceEvents");
     CHECK(cJSON_IsArray(events));
@@ -205,12 +211,7 @@ TEST(profile_window_records_only_its_steps) {
     o.profile_to = 4;
     gptc_train_result r;
     CHECK_OK(gptc_train(&o, NULL, NULL, &r));
-    char *text;
-    size_t len;
-    CHECK_OK(gptc_file_read_all(trace, &text, &len));
-    cJSON *root = cJSON_Parse(text);
-    gptc_free(text);
-    CHECK_MSG(root, "the trace is not JSON");
+    cJSON *root = read_trace(trace);
     if (!root) return;
     const cJSON *events = cJSON_GetObjectItem(root, "traceEvents");
     CHECK_EQ_INT(count_events(events, "step", -2, true), 2);
