@@ -89,6 +89,9 @@ typedef enum gptc_recompute {
 const char *gptc_recompute_name(gptc_recompute r); /* "none", "gelu", "attn", "block"; "?" out of range */
 gptc_status gptc_recompute_from_name(const char *name, gptc_recompute *out); /* GPTC_ERR_ARG names --recompute */
 
+/* What the trainer does after too many bad steps in a row (see gptc_train_options.bad_steps). */
+typedef enum gptc_on_bad { GPTC_ON_BAD_ROLLBACK = 0, GPTC_ON_BAD_STOP = 1 } gptc_on_bad;
+
 typedef struct gptc_train_options {
     gptc_model_config model;
     const char *data;      /* train shards: a file, a glob, or a folder made by `gptc prepare` */
@@ -123,8 +126,18 @@ typedef struct gptc_train_options {
      * sequences of each global batch of ranks x B, and total_batch counts the tokens of all ranks */
     float bucket_mb;       /* MB of gradients per exchange bucket (0: one exchange per tensor) */
     int zero;              /* 1: ZeRO-1, the AdamW moments split over the ranks; 0: every rank holds all */
-    int skip_nonfinite;    /* a step whose loss or gradient norm is not finite drops its update (every rank
-                            * the same, agreed); more than this many such steps in a row stop the run (0: the first stops it) */
+    /* the step guard (src/train/guard.h): a bad step — loss or gradient norm not finite, or with
+     * skip_spikes a z-score above spike_z over the last spike_window good steps — drops its update
+     * (every rank the same, agreed); more than bad_steps bad steps in a row roll the run back to its
+     * newest checkpoint with the learning rate times rollback_lr (on_bad ROLLBACK, at most
+     * max_rollbacks times), or stop it (on_bad STOP) */
+    int bad_steps;         /* bad steps in a row that are only skipped (0: the first acts) */
+    gptc_on_bad on_bad;
+    float rollback_lr;     /* factor on the learning rate per rollback, in (0, 1] */
+    int max_rollbacks;
+    int skip_spikes;       /* 1: spikes are bad steps too */
+    int spike_window;      /* good steps the z-scores are measured over */
+    float spike_z;         /* z-score limit (loss and gradient norm, upward) */
     const char *profile;   /* --profile: write a Chrome trace-event JSON of the run's operators here (NULL: off);
                             * the spans stay in memory for the CLI's table (train/profile_report.h) */
     int profile_from, profile_to; /* with profile: record steps from..to (1-based, inclusive; 0: the first / the last),
@@ -150,12 +163,14 @@ typedef struct gptc_train_result {
     double comm_wait_ms_per_step; /* ms per step spent waiting for them after the backward (mean) */
     double comm_wait_share;  /* that wait over the mean step time */
     size_t optim_bytes;      /* bytes this rank allocated for the AdamW moments (ZeRO-1: its shard's) */
-    int skipped_steps;       /* steps whose update was dropped for a non-finite loss or norm */
+    int skipped_steps;       /* bad steps whose update was dropped (non-finite, or spikes) */
+    int rollbacks;           /* rollbacks to a checkpoint by this call */
+    float lr_scale;          /* the learning-rate factor at the end (1: never rolled back) */
 } gptc_train_result;
 
 /* What the trainer reports: once at the start (after every check and allocation, before the
  * first step), after each optimizer step, and after each checkpoint written. */
-typedef enum gptc_event { GPTC_EVENT_START, GPTC_EVENT_STEP, GPTC_EVENT_CHECKPOINT } gptc_event;
+typedef enum gptc_event { GPTC_EVENT_START, GPTC_EVENT_STEP, GPTC_EVENT_CHECKPOINT, GPTC_EVENT_ROLLBACK } gptc_event;
 
 typedef struct gptc_step_info {
     gptc_event event;
@@ -172,7 +187,13 @@ typedef struct gptc_step_info {
     float val_loss;        /* val loss if evaluated after this step, else NaN */
     const char *ckpt_path; /* CHECKPOINT: the folder written */
     const char *sample;    /* text sampled after this step (decoded with the data's tokenizer), else NULL */
-    int skipped;           /* 1: this step's loss or gradient norm was not finite and its update was dropped */
+    int skipped;           /* 1: a bad step, its update dropped (bad says why) */
+    const char *bad;       /* "nonfinite", "loss spike", "norm spike", or "" */
+    double z_loss, z_norm; /* the step's z-scores with skip_spikes (NaN when not judged) */
+    int bad_run;           /* bad steps in a row, this one included */
+    /* ROLLBACK: step is the checkpoint's step the run went back to, ckpt_path its folder */
+    float lr_scale;        /* the factor on the schedule's learning rate from now on */
+    int rollbacks;         /* rollbacks so far in this run's history */
 } gptc_step_info;
 
 /* Per-step callback for the CLI, embedders and tests: return nonzero to stop the run after this

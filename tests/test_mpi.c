@@ -279,8 +279,8 @@ TEST(mpi_profile_has_every_rank_and_the_communication) {
  * docs/faults.md) poisons the averaged gradients of both ranks, and both drop that update; the
  * losses and weights after it are those of 1 rank x 2B with the same step dropped (so neither rank
  * updated: one that had would change the averaged losses after it), and the weights of the two ranks
- * stay the same bits (the run checks that at the end). Without --skip-nonfinite the job stops at step
- * 3 with rank 0 naming it. */
+ * stay the same bits (the run checks that at the end). With --bad-steps 0 --on-bad stop the job
+ * stops at step 3 with rank 0 naming it. */
 TEST(mpi_nonfinite_step_is_skipped_on_every_rank) {
     if (!have_mpi()) return;
     double ref[STEPS + 1], got[STEPS + 1];
@@ -290,12 +290,12 @@ TEST(mpi_nonfinite_step_is_skipped_on_every_rank) {
     snprintf(ck2, sizeof ck2, "%s/mpi-nan-2", test_tmpdir());
     snprintf(l2, sizeof l2, "%s.losses", ck2);
     setenv("GPTC_FAULT_NONFINITE", "0:3", 1);
-    int rc = train(1, 4, STEPS, ck1, l1, "--skip-nonfinite 1", &out);
-    CHECK_MSG(rc == 0 && strstr(out, "1 step skipped"), "1-rank run: exit %d: %s", rc, out);
+    int rc = train(1, 4, STEPS, ck1, l1, "--bad-steps 1 --on-bad stop", &out);
+    CHECK_MSG(rc == 0 && strstr(out, "1 bad step skipped"), "1-rank run: exit %d: %s", rc, out);
     free(out);
     setenv("GPTC_FAULT_NONFINITE", "1:3", 1);
-    rc = train(2, 2, STEPS, ck2, l2, "--skip-nonfinite 1 --bucket-mb 0.05", &out);
-    CHECK_MSG(rc == 0 && strstr(out, "1 step skipped"), "2-rank run: exit %d: %s", rc, out);
+    rc = train(2, 2, STEPS, ck2, l2, "--bad-steps 1 --on-bad stop --bucket-mb 0.05", &out);
+    CHECK_MSG(rc == 0 && strstr(out, "1 bad step skipped"), "2-rank run: exit %d: %s", rc, out);
     free(out);
     read_losses(l1, ref);
     read_losses(l2, got);
@@ -303,11 +303,11 @@ TEST(mpi_nonfinite_step_is_skipped_on_every_rank) {
     printf("    step 3 dropped on both ranks: losses after it differ by %.2e (relative), weights by %.2e\n", le, we);
     CHECK_MSG(le <= LOSS_TOL, "losses after the skipped step differ by %g", le);
     CHECK_MSG(we <= WEIGHT_TOL && kb <= KBIAS_TOL, "weights differ by %g (key bias %g)", we, kb);
-    /* the guard off: the whole job stops at step 3, named once by rank 0 */
+    /* no bad step allowed: the whole job stops at step 3, named once by rank 0 */
     char ck3[600], l3[700];
     snprintf(ck3, sizeof ck3, "%s/mpi-nan-3", test_tmpdir());
     snprintf(l3, sizeof l3, "%s.losses", ck3);
-    rc = train(2, 2, STEPS, ck3, l3, "", &out);
+    rc = train(2, 2, STEPS, ck3, l3, "--bad-steps 0 --on-bad stop", &out);
     unsetenv("GPTC_FAULT_NONFINITE");
     CHECK_MSG(rc != 0 && out && strstr(out, "[rank 0] gptc: step 3: ") && strstr(out, "not finite"),
               "exit %d without the step named: %s", rc, out);

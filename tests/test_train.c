@@ -209,7 +209,7 @@ TEST(checkpoint_round_trip_and_refusals) {
     CHECK_OK(gptc_ckpt_find(dir, found_path, sizeof found_path, &found));
     CHECK(found && strcmp(found_path, written) == 0);
     CHECK_OK(gptc_model_init(&back, &cfg));
-    gptc_trainer_state s2;
+    gptc_trainer_state s2 = {0};
     CHECK_OK(gptc_ckpt_load(found_path, &back, mom2, vel2, &s2));
     CHECK(memcmp(back.params, m.params, m.num_floats * 4) == 0);
     bool same_m = true;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@ typedef struct train_cli {
     const char *log_losses;
     float comm_timeout;
     const char *profile_steps; /* --profile-steps A:B */
+    const char *on_bad;        /* --on-bad rollback|stop */
 } train_cli;
 
 #define F(field) offsetof(train_cli, field)
@@ -77,7 +79,13 @@ static const gptc_option g_train_opts[] = {
     {"bucket-mb", OPT_FLOAT, F(t.bucket_mb), "X", "under mpirun: MB of gradients per allreduce bucket, started while the backward runs (0: one allreduce per tensor)", 0, 1e9},
     {"zero", OPT_INT, F(t.zero), "0|1", "under mpirun: 1 splits the AdamW moments over the ranks (ZeRO-1: reduce-scatter, shard update, all-gather)", 0, 1},
     {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
-    {"skip-nonfinite", OPT_INT, F(t.skip_nonfinite), "N", "drop the update of a step whose loss or gradient norm is not finite (all ranks alike), up to N such steps in a row; the next stops the run (0: the first stops it)", 0, 1e9},
+    {"bad-steps", OPT_INT, F(t.bad_steps), "K", "a bad step (loss or gradient norm not finite, or a spike with --skip-spikes) drops its update; K in a row are only skipped, the next acts as --on-bad says (0: the first acts)", 0, 1e9},
+    {"on-bad", OPT_STRING, F(on_bad), "ACTION", "after more than --bad-steps bad steps in a row: rollback (to the newest checkpoint, the learning rate times --rollback-lr) or stop", 0, 0},
+    {"rollback-lr", OPT_FLOAT, F(t.rollback_lr), "X", "learning-rate factor applied at each rollback (kept in the checkpoints)", 1e-9, 1},
+    {"max-rollbacks", OPT_INT, F(t.max_rollbacks), "N", "rollbacks allowed; the next stops the run", 0, 1e9},
+    {"skip-spikes", OPT_FLAG, F(t.skip_spikes), "", "also skip a step whose loss or gradient norm z-score over the last --spike-window good steps exceeds --spike-z (a NaN z-score counts)", 0, 0},
+    {"spike-window", OPT_INT, F(t.spike_window), "N", "good steps the spike z-scores are measured over", 2, 1e6},
+    {"spike-z", OPT_FLOAT, F(t.spike_z), "Z", "z-score above which a loss or gradient norm is a spike", 1e-6, 1e6},
     {"comm-timeout", OPT_FLOAT, F(comm_timeout), "S", "under mpirun: a rank that waits more than S seconds for the others in one exchange ends the job, naming it (0: wait forever); must exceed rank 0's longest checkpoint write", 0, 1e9},
     {"log-losses", OPT_STRING, F(log_losses), "FILE", "write each step's \"step loss grad_norm lr\" to FILE (full precision, one line a step)", 0, 0},
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
@@ -109,6 +117,38 @@ static void defaults(train_cli *c) {
     c->recompute = "none";
     c->log_every = 1;
     c->comm_timeout = 600;
+    c->on_bad = "rollback";
+}
+
+/* ---- graceful stop: the first SIGINT, SIGTERM or SIGUSR1 (what mpirun forwards to every rank)
+ * finishes the step, writes a checkpoint and exits 0; a second ends the process at once. */
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_stop_signal(int sig) {
+    if (g_stop_signal) {
+        signal(sig, SIG_DFL); /* the second: die of it now (a checkpoint being written stays a temp folder) */
+        raise(sig);
+        return;
+    }
+    g_stop_signal = sig;
+}
+
+static void catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    /* a file-size limit makes write() fail with EFBIG, which the checkpoint writer reports, instead of
+     * killing the process mid-save */
+    signal(SIGXFSZ, SIG_IGN);
+}
+
+static const char *signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
 }
 
 void gptc_cli_error(void) {
@@ -134,6 +174,7 @@ typedef struct progress {
     char log_buf[4096];
     FILE *log;
     bool failed; /* the callback stopped the run: --pin or the log failed */
+    bool stopping; /* a stop signal arrived: the run ends after this step */
 } progress;
 
 static void fmt_eta(char *buf, size_t cap, double s) {
@@ -254,9 +295,28 @@ static int term_columns(void) {
     return ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20 ? ws.ws_col : 80;
 }
 
+/* A rollback: one line, one record. */
+static int on_rollback(progress *p, const gptc_step_info *in) {
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "rollback");
+    cJSON_AddNumberToObject(rec, "step", in->step);
+    cJSON_AddStringToObject(rec, "path", in->ckpt_path);
+    cJSON_AddStringToObject(rec, "bad", in->bad);
+    cJSON_AddNumberToObject(rec, "lr_scale", in->lr_scale);
+    cJSON_AddNumberToObject(rec, "rollbacks", in->rollbacks);
+    if (!p->c->quiet) {
+        printf("%srolled back to %s (step %d) after more than %d bad steps in a row (last: %s); learning rate now x%g "
+               "(rollback %d of at most %d)\n", p->tty ? "\r\033[K" : "", in->ckpt_path, in->step, p->c->t.bad_steps,
+               in->bad, in->lr_scale, in->rollbacks, p->c->t.max_rollbacks);
+        fflush(stdout);
+    }
+    return log_record(p, rec);
+}
+
 static int on_step(void *user, const gptc_step_info *in) {
     progress *p = user;
     if (in->event == GPTC_EVENT_START) return on_start(p, in);
+    if (in->event == GPTC_EVENT_ROLLBACK) return on_rollback(p, in) || g_stop_signal;
     if (in->event == GPTC_EVENT_CHECKPOINT) {
         cJSON *rec = cJSON_CreateObject();
         cJSON_AddStringToObject(rec, "type", "checkpoint");
@@ -267,6 +327,14 @@ static int on_step(void *user, const gptc_step_info *in) {
             fflush(stdout);
         }
         return log_record(p, rec);
+    }
+    if (g_stop_signal && !p->stopping) {
+        p->stopping = true;
+        if (!p->c->quiet) {
+            printf("%s%s: stopping after step %d%s\n", p->tty ? "\r\033[K" : "", signal_name(g_stop_signal), in->step,
+                   p->c->t.ckpt_dir ? " and writing a checkpoint (a second signal exits at once)" : " (no --ckpt: nothing is saved)");
+            fflush(stdout);
+        }
     }
     if (p->losses) {
         fprintf(p->losses, "%d %.9g %.9g %.9g\n", in->step, in->loss, in->grad_norm, in->lr);
@@ -298,8 +366,15 @@ static int on_step(void *user, const gptc_step_info *in) {
     cJSON_AddNumberToObject(rec, "jitter_pct", jitter);
     cJSON_AddNumberToObject(rec, "rss_mib", rss_mib);
     if (!isnan(in->val_loss)) cJSON_AddNumberToObject(rec, "val_loss", in->val_loss);
-    if (in->skipped) cJSON_AddBoolToObject(rec, "skipped", 1);
-    int stop = log_record(p, rec);
+    if (in->skipped) {
+        cJSON_AddBoolToObject(rec, "skipped", 1);
+        cJSON_AddStringToObject(rec, "bad", in->bad);
+        cJSON_AddNumberToObject(rec, "bad_run", in->bad_run);
+    }
+    if (!isnan(in->z_loss)) cJSON_AddNumberToObject(rec, "z_loss", in->z_loss);
+    if (!isnan(in->z_norm)) cJSON_AddNumberToObject(rec, "z_norm", in->z_norm);
+    if (in->lr_scale != 1) cJSON_AddNumberToObject(rec, "lr_scale", in->lr_scale);
+    int stop = log_record(p, rec) || p->stopping;
     if (p->c->quiet) return stop;
 
     double eta = p->ms_sum * 1e-3 / done * (in->steps - in->step);
@@ -325,8 +400,14 @@ static int on_step(void *user, const gptc_step_info *in) {
                           in->loss, in->lr, in->grad_norm, in->ms, in->tokens_per_s, 100 * mfu, p50, p95, jitter,
                           rss_mib);
     if (!live && n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, " | ETA %s", etab);
-    if (in->skipped && n < sizeof line)
-        n += (size_t)snprintf(line + n, sizeof line - n, " | not finite: update skipped");
+    if (in->skipped && n < sizeof line) {
+        if (strcmp(in->bad, "nonfinite") == 0)
+            n += (size_t)snprintf(line + n, sizeof line - n, " | not finite: update skipped");
+        else
+            n += (size_t)snprintf(line + n, sizeof line - n, " | %s (z loss %.1f, z norm %.1f): update skipped", in->bad,
+                                  in->z_loss, in->z_norm);
+        if (n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, " (%d in a row)", in->bad_run);
+    }
     if (!isnan(in->val_loss) && n < sizeof line)
         n += (size_t)snprintf(line + n, sizeof line - n, " | val loss %.4f", in->val_loss);
     if (live) {
@@ -415,6 +496,12 @@ static int run_train(int argc, char **argv) {
     if (gptc_gelu_from_name(c.gelu, &c.t.model.gelu) || gptc_precision_from_name(c.dtype, &c.t.dtype) ||
         gptc_recompute_from_name(c.recompute, &c.t.recompute))
         return usage_error();
+    if (strcmp(c.on_bad, "rollback") == 0) c.t.on_bad = GPTC_ON_BAD_ROLLBACK;
+    else if (strcmp(c.on_bad, "stop") == 0) c.t.on_bad = GPTC_ON_BAD_STOP;
+    else {
+        gptc_fail(GPTC_ERR_ARG, "--on-bad %s: must be rollback or stop", c.on_bad);
+        return usage_error();
+    }
     c.t.shuffle = !c.sequential;
 
     /* without --seq, train on the model's whole context (positions never trained sample badly) */
@@ -456,6 +543,7 @@ static int run_train(int argc, char **argv) {
         p.log_path = p.log_buf;
     }
     gptc_train_result r;
+    catch_stop_signals();
     gptc_status st = gptc_train(&c.t, on_step, &p, &r);
     if (p.log) fclose(p.log);
     if (p.losses) fclose(p.losses);
@@ -487,8 +575,13 @@ static int run_train(int argc, char **argv) {
     if (!isnan(r.last_val_loss)) printf("; val loss %.4f -> %.4f", r.first_val_loss, r.last_val_loss);
     printf(")\n");
     if (r.skipped_steps)
-        printf("train: %d step%s skipped for a non-finite loss or gradient norm (--skip-nonfinite %d)\n",
-               r.skipped_steps, r.skipped_steps > 1 ? "s" : "", c.t.skip_nonfinite);
+        printf("train: %d bad step%s skipped (non-finite%s)\n", r.skipped_steps, r.skipped_steps > 1 ? "s" : "",
+               c.t.skip_spikes ? " or spikes" : "");
+    if (r.rollbacks)
+        printf("train: %d rollback%s; learning rate x%g\n", r.rollbacks, r.rollbacks > 1 ? "s" : "", r.lr_scale);
+    if (p.stopping)
+        printf("train: stopped by %s after step %d%s\n", signal_name(g_stop_signal), r.first_step + r.steps_run,
+               c.t.ckpt_dir ? "; the same command resumes it" : "");
     if (r.world > 1) {
         printf("comm: %d ranks, %.1f allreduce calls/step, %.2f ms/step waiting (%.1f%% of the step)\n", r.world,
                r.comm_calls_per_step, r.comm_wait_ms_per_step, 100 * r.comm_wait_share);

@@ -5,6 +5,8 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #define MODEL_FILE "model.safetensors"
 #define OPTIM_FILE "optim.safetensors"
 #define CONFIG_FILE "config.json"
+#define GUARD_TENSOR "gptc.guard"
 
 /* ---- the GELU form: "gptc.gelu" in the metadata (the --gelu name), activation_function in config.json */
 
@@ -171,11 +174,32 @@ static gptc_status list_steps(const char *dir, step_dir **out, int *n) {
     return GPTC_OK;
 }
 
+/* Removes what a killed writer left in dir: ".tmp-step-N-PID" (a checkpoint being written) and
+ * ".old-step-N-PID" (a replaced one being removed) folders whose PID is no longer running. */
+static void remove_stale(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int step, pid;
+        char end;
+        if ((sscanf(de->d_name, ".tmp-step-%d-%d%c", &step, &pid, &end) != 2 &&
+             sscanf(de->d_name, ".old-step-%d-%d%c", &step, &pid, &end) != 2) ||
+            pid <= 0 || pid == (int)getpid() || !(kill(pid, 0) != 0 && errno == ESRCH))
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (gptc_remove_tree(path) == GPTC_OK) gptc_warn("removed %s, left by a run that was killed while saving", path);
+    }
+    closedir(d);
+}
+
 gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mom, const float *vel,
                            const gptc_trainer_state *s, int keep, char *written, size_t cap) {
     char tmp[4096], final[4096], path[4096];
     gptc_status st = gptc_mkdir_p(dir);
     if (st) return st;
+    remove_stale(dir);
     snprintf(tmp, sizeof tmp, "%s/.tmp-step-%08d-%d", dir, s->step, (int)getpid());
     snprintf(final, sizeof final, "%s/step-%08d", dir, s->step);
     gptc_remove_tree(tmp);
@@ -183,7 +207,7 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mo
 
     int n = m->ntensors;
     char(*names)[64] = malloc(sizeof *names * n * 2);
-    gptc_st_entry *e = malloc(sizeof *e * n * 2);
+    gptc_st_entry *e = malloc(sizeof *e * (n * 2 + 1));
     if (!names || !e) {
         st = gptc_fail(GPTC_ERR_NOMEM, "%s: out of memory", final);
         goto done;
@@ -215,16 +239,28 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mo
         meta_add(&ol, "gptc.batch", "%d", s->batch);
         meta_add(&ol, "gptc.seq", "%d", s->seq);
         meta_add(&ol, "gptc.total_batch", "%ld", s->total_batch);
+        meta_add(&ol, "gptc.lr_scale", "%.9g", s->lr_scale > 0 ? s->lr_scale : 1); /* 0: never set */
+        meta_add(&ol, "gptc.rollbacks", "%d", s->rollbacks);
+        meta_add(&ol, "gptc.bad_run", "%d", s->bad_run);
         fill_entries(m, mom, "exp_avg.", names, e);
         fill_entries(m, vel, "exp_avg_sq.", names + n, e + n);
+        int ne = 2 * n;
+        if (s->guard && s->guard_len) /* the step guard's window: one more tensor */
+            e[ne++] = (gptc_st_entry){.name = GUARD_TENSOR, .dtype = GPTC_F32, .ndim = 1, .shape = {(int64_t)s->guard_len},
+                                      .data = s->guard};
         snprintf(path, sizeof path, "%s/" OPTIM_FILE, tmp);
-        if ((st = gptc_st_write(path, e, 2 * n, ol.keys, ol.vptr, ol.n))) goto done;
+        if ((st = gptc_st_write(path, e, ne, ol.keys, ol.vptr, ol.n))) goto done;
     }
     if ((st = gptc_fsync_dir(tmp))) goto done;
-    /* replace an existing folder of the same step (a re-save after a resume) */
+    /* replace an existing folder of the same step (a re-save after a resume or a rollback): swapped
+     * in one step where the file system can, so a crash never leaves neither */
     if (gptc_is_dir(final)) {
+        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+            gptc_remove_tree(tmp); /* now the old folder */
+            goto placed;
+        }
         char old[4200];
-        snprintf(old, sizeof old, "%s.old-%d", final, (int)getpid());
+        snprintf(old, sizeof old, "%s/.old-step-%08d-%d", dir, s->step, (int)getpid());
         if (rename(final, old) != 0) {
             st = gptc_fail(GPTC_ERR_IO, "%s: cannot replace: %s", final, strerror(errno));
             goto done;
@@ -235,6 +271,7 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mo
         st = gptc_fail(GPTC_ERR_IO, "%s: cannot rename into place: %s", final, strerror(errno));
         goto done;
     }
+placed:
     if ((st = gptc_fsync_dir(dir))) goto done;
     if (written) snprintf(written, cap, "%s", final);
     /* keep the newest `keep` */
@@ -385,7 +422,11 @@ gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, float *mom
     memset(vel, 0, (hi - lo) * sizeof(float));
     if ((st = load_tensors(&f, m, "exp_avg.", mom, lo, hi)) || (st = load_tensors(&f, m, "exp_avg_sq.", vel, lo, hi)))
         goto done;
+    float *guard_buf = s->guard;
+    size_t guard_cap = s->guard_len;
     memset(s, 0, sizeof *s);
+    s->guard = guard_buf;
+    s->guard_len = guard_cap;
     if ((st = meta_int(&f, "gptc.step", &s->step)) || (st = meta_u64(&f, "gptc.seed", &s->seed)) ||
         (st = meta_u64(&f, "gptc.rng", &s->rng)) || (st = meta_u64(&f, "gptc.loader_epoch", &s->loader_epoch)) ||
         (st = meta_u64(&f, "gptc.loader_cursor", &s->loader_cursor)))
@@ -400,6 +441,29 @@ gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, float *mom
         goto done;
     s->total_batch = (long)total;
     snprintf(s->tokenizer, sizeof s->tokenizer, "%s", tok);
+    /* the step guard's state; checkpoints from before it had none: scale 1, no window */
+    float *guard = s->guard;
+    size_t cap = s->guard_len;
+    s->guard = guard;
+    s->guard_len = 0;
+    s->lr_scale = 1;
+    if (gptc_st_meta(&f, "gptc.lr_scale") &&
+        ((st = meta_float(&f, "gptc.lr_scale", &s->lr_scale)) || (st = meta_int(&f, "gptc.rollbacks", &s->rollbacks)) ||
+         (st = meta_int(&f, "gptc.bad_run", &s->bad_run))))
+        goto done;
+    if (!(s->lr_scale > 0 && s->lr_scale <= 1)) {
+        st = gptc_fail(GPTC_ERR_FORMAT, "%s: metadata gptc.lr_scale=%g is out of (0, 1]", f.path, s->lr_scale);
+        goto done;
+    }
+    const gptc_st_tensor *gt = gptc_st_find(&f, GUARD_TENSOR);
+    if (gt) {
+        if (gt->dtype != GPTC_F32 || gt->ndim != 1) {
+            st = gptc_fail(GPTC_ERR_FORMAT, "%s: tensor " GUARD_TENSOR " is not a 1-D F32 tensor", f.path);
+            goto done;
+        }
+        s->guard_len = (size_t)gt->shape[0];
+        if (guard && s->guard_len <= cap) memcpy(guard, gt->data, sizeof(float) * s->guard_len);
+    }
 done:
     gptc_st_close(&f);
     return st;

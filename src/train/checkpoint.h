@@ -21,6 +21,13 @@ typedef struct gptc_trainer_state {
     float lr, lr_floor, weight_decay, beta1, beta2, eps, clip;
     int warmup, steps, batch, seq;
     long total_batch;
+    /* the step guard (train/guard.h): rollbacks change the learning rate for the rest of the run */
+    float lr_scale;           /* multiplies the schedule's lr (1 until a rollback lowers it; 0 saves as 1) */
+    int rollbacks;            /* rollbacks so far */
+    int bad_run;              /* bad steps in a row just before this checkpoint */
+    float *guard;             /* save: guard_len floats of gptc_guard_pack (may be NULL); load: a buffer of
+                               * guard_len floats, or NULL; guard_len becomes what the file holds (0: none) */
+    size_t guard_len;
 } gptc_trainer_state;
 
 /* Writes DIR/step-<step> atomically, then removes all but the newest `keep` step folders.

@@ -16,6 +16,7 @@
 #include "io/io.h"
 #include "optim/optim.h"
 #include "train/checkpoint.h"
+#include "train/guard.h"
 #include "train/profile_report.h"
 #include "train/sampler.h"
 
@@ -47,7 +48,21 @@ void gptc_train_options_default(gptc_train_options *o) {
     o->sample_every = 0;
     o->sample_tokens = 64;
     o->bucket_mb = 25;
+    o->bad_steps = 3;
+    o->on_bad = GPTC_ON_BAD_ROLLBACK;
+    o->rollback_lr = 0.5f;
+    o->max_rollbacks = 3;
+    o->spike_window = 100;
+    o->spike_z = 6;
 }
+
+/* A fault the tests inject (docs/faults.md): on rank `rank`, steps from..to (1-based), on the first
+ * pass only (a rollback that replays them finds them healthy) unless `always`. */
+typedef struct fault {
+    int rank, from, to;
+    bool always;
+    int done;              /* the highest step it fired at */
+} fault;
 
 typedef struct trainer {
     const gptc_train_options *o;
@@ -61,7 +76,10 @@ typedef struct trainer {
     gptc_reducer red;      /* the gradient exchange (many ranks only) */
     size_t optim_bytes;    /* what allocating the moments added to gptc_alloc's live bytes */
     bool use_red;
-    int fault_step;        /* GPTC_FAULT_NONFINITE: the 1-based step whose gradient this rank poisons (0: none) */
+    fault nonfinite;       /* GPTC_FAULT_NONFINITE: steps whose gradient this rank poisons */
+    fault spike;           /* GPTC_FAULT_SPIKE: steps whose gradient this rank scales by 1000 */
+    gptc_guard guard;      /* judges each step (train/guard.h) */
+    float *guard_buf;      /* the guard's packed state, for checkpoints */
     gptc_loader train, val;
     bool has_val;
     int *inputs, *targets; /* (B,T) */
@@ -94,8 +112,16 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
     if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
         return gptc_fail(GPTC_ERR_ARG, "--beta1/--beta2: must be in [0, 1)");
     if (!(o->eps > 0)) return gptc_fail(GPTC_ERR_ARG, "--eps %g: must be positive", o->eps);
-    if (o->skip_nonfinite < 0)
-        return gptc_fail(GPTC_ERR_ARG, "--skip-nonfinite %d: must be 0 (stop at the first) or more", o->skip_nonfinite);
+    if (o->bad_steps < 0) return gptc_fail(GPTC_ERR_ARG, "--bad-steps %d: must be 0 (the first bad step acts) or more", o->bad_steps);
+    if (o->on_bad != GPTC_ON_BAD_ROLLBACK && o->on_bad != GPTC_ON_BAD_STOP)
+        return gptc_fail(GPTC_ERR_ARG, "--on-bad %d: must be rollback or stop", (int)o->on_bad);
+    if (!(o->rollback_lr > 0 && o->rollback_lr <= 1))
+        return gptc_fail(GPTC_ERR_ARG, "--rollback-lr %g: must be in (0, 1]", o->rollback_lr);
+    if (o->max_rollbacks < 0) return gptc_fail(GPTC_ERR_ARG, "--max-rollbacks %d: must be 0 or more", o->max_rollbacks);
+    if (o->skip_spikes && o->spike_window < 2)
+        return gptc_fail(GPTC_ERR_ARG, "--spike-window %d: must be at least 2", o->spike_window);
+    if (o->skip_spikes && !(o->spike_z > 0 && isfinite(o->spike_z)))
+        return gptc_fail(GPTC_ERR_ARG, "--spike-z %g: must be a positive number", o->spike_z);
     if (!(o->clip >= 0)) return gptc_fail(GPTC_ERR_ARG, "--clip %g: must be 0 (off) or positive", o->clip);
     if (o->keep < 1) return gptc_fail(GPTC_ERR_ARG, "--keep %d: must be at least 1", o->keep);
     if (o->ckpt_every < 0) return gptc_fail(GPTC_ERR_ARG, "--ckpt-every %d: must be 0 or more", o->ckpt_every);
@@ -212,6 +238,9 @@ static gptc_status save(trainer *t, char *written, size_t cap) {
         gptc_loader_pos pos = gptc_loader_tell(&t->train);
         t->state.loader_epoch = pos.epoch;
         t->state.loader_cursor = pos.cursor;
+        t->state.guard = t->guard_buf;
+        t->state.guard_len = gptc_guard_packed_len(&t->guard);
+        gptc_guard_pack(&t->guard, t->guard_buf);
         st = gptc_ckpt_save(t->o->ckpt_dir, &t->model, mom, vel, &t->state, t->o->keep, written, cap);
     }
 done:
@@ -251,18 +280,29 @@ static const char *sample_now(trainer *t) {
 
 static void reducer_hook(void *user, size_t lo) { gptc_reducer_ready(user, lo); }
 
-/* Fault injection for the tests (docs/faults.md): GPTC_FAULT_NONFINITE=RANK:STEP makes one gradient
- * value of that rank not finite in that (1-based) step, before its exchange, as a bad batch would.
- * Read once at setup. */
-static void read_fault(trainer *t) {
-    const char *f = getenv("GPTC_FAULT_NONFINITE");
-    int rank, step;
-    if (f && sscanf(f, "%d:%d", &rank, &step) == 2 && rank == t->rank && step > 0) t->fault_step = step;
+/* Fault injection for the tests (docs/faults.md), read once at setup:
+ *   GPTC_FAULT_NONFINITE=RANK:FROM[-TO][:always]  one gradient value of that rank is NaN in those
+ *                                                 (1-based) steps, before the exchange, as a bad batch would make it
+ *   GPTC_FAULT_SPIKE=RANK:FROM[-TO][:always]      that rank's loss gradient is scaled by 1000 there (a norm spike)
+ * Each fires on the first pass over its steps only, unless ":always". */
+static void read_fault(const char *var, int my_rank, fault *f) {
+    const char *v = getenv(var);
+    memset(f, 0, sizeof *f);
+    if (!v) return;
+    int rank, from, to, n;
+    if (sscanf(v, "%d:%d-%d%n", &rank, &from, &to, &n) != 3) {
+        if (sscanf(v, "%d:%d%n", &rank, &from, &n) != 2) return;
+        to = from;
+    }
+    if (rank != my_rank || from < 1 || to < from) return;
+    *f = (fault){.rank = rank, .from = from, .to = to, .always = strcmp(v + n, ":always") == 0};
 }
 
-static void inject_fault(trainer *t) {
-    if (t->fault_step == t->state.step + 1)
-        t->model.grads[0] = NAN; /* wte's first value: the backward adds onto it, so it stays NaN */
+/* whether the fault fires in the step about to run (1-based `step`) */
+static bool fault_fires(fault *f, int step) {
+    if (!f->from || step < f->from || step > f->to || (!f->always && step <= f->done)) return false;
+    f->done = step;
+    return true;
 }
 
 /* Every rank's weights must be the same bits after the last step (the same averaged gradients and
@@ -290,6 +330,8 @@ static void trainer_free(trainer *t) {
     gptc_free(t->gshard);
     gptc_tokenizer_free(t->tok);
     free(t->sample);
+    gptc_guard_free(&t->guard);
+    free(t->guard_buf);
     gptc_model_free(&t->model);
     gptc_free(t->mom);
     gptc_free(t->vel);
@@ -299,10 +341,71 @@ static void trainer_free(trainer *t) {
     gptc_free(t->targets);
 }
 
+/* Loads a checkpoint folder into the model, this rank's moments and the run's position (step, RNG,
+ * loader, the guard's state, the learning-rate factor); the run keeps its own settings. *saved gets
+ * the checkpoint's recorded state. */
+static gptc_status load_position(trainer *t, const char *dir, gptc_trainer_state *saved) {
+    *saved = (gptc_trainer_state){.guard = t->guard_buf, .guard_len = gptc_guard_packed_len(&t->guard)};
+    gptc_status st = gptc_ckpt_load_range(dir, &t->model, t->mom, t->vel, t->lo, t->hi, saved);
+    if (st) return st;
+    t->state.step = saved->step;
+    t->state.rng = saved->rng;
+    t->state.loader_epoch = saved->loader_epoch;
+    t->state.loader_cursor = saved->loader_cursor;
+    t->state.lr_scale = saved->lr_scale;
+    t->state.rollbacks = saved->rollbacks;
+    t->state.bad_run = saved->bad_run;
+    gptc_guard fresh;
+    if (saved->guard_len && gptc_guard_unpack(&t->guard, t->guard_buf, saved->guard_len) != GPTC_OK) {
+        /* another --spike-window, or no spike detection before: the window starts empty */
+        if (t->rank == 0 && t->o->skip_spikes) gptc_warn("%s: %s; the spike window starts empty", dir, gptc_last_error());
+        if (gptc_guard_init(&fresh, t->guard.spikes, t->guard.window, t->guard.z) == GPTC_OK) {
+            gptc_guard_free(&t->guard);
+            t->guard = fresh;
+        }
+    } else if (!saved->guard_len) {
+        t->guard.count = t->guard.head = 0;
+    }
+    gptc_loader_pos pos = {t->state.loader_epoch, t->state.loader_cursor};
+    if ((st = gptc_loader_seek(&t->train, pos))) return gptc_fail_prefix(st, "--ckpt %s", dir);
+    return GPTC_OK;
+}
+
+/* After too many bad steps in a row: back to the newest valid checkpoint (every rank reads it), the
+ * learning rate lowered for the rest of the run. *where gets the folder. */
+static gptc_status roll_back(trainer *t, const char *why, char *where, size_t cap) {
+    const gptc_train_options *o = t->o;
+    gptc_status st = GPTC_OK;
+    bool found = false;
+    int at = t->state.step;
+    if (t->state.rollbacks >= o->max_rollbacks)
+        st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: %d bad steps in a row (last: %s) after %d rollback%s (--max-rollbacks %d); "
+                       "lower --lr, check the data, or raise --bad-steps", at, t->state.bad_run, why, t->state.rollbacks,
+                       t->state.rollbacks == 1 ? "" : "s", o->max_rollbacks);
+    else if (o->ckpt_dir && (st = gptc_ckpt_find(o->ckpt_dir, where, cap, &found)) == GPTC_OK && !found)
+        st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: %d bad steps in a row (last: %s) and no checkpoint in --ckpt %s to roll "
+                       "back to yet; lower --lr or check the data", at, t->state.bad_run, why, o->ckpt_dir);
+    else if (!o->ckpt_dir)
+        st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: %d bad steps in a row (last: %s) and no --ckpt folder to roll back to; "
+                       "lower --lr, check the data, or give --ckpt", at, t->state.bad_run, why);
+    if ((st = gptc_dist_agree(st))) return st;
+    int rollbacks = t->state.rollbacks;
+    float scale = t->state.lr_scale;
+    gptc_trainer_state saved;
+    st = load_position(t, where, &saved);
+    if (st) st = gptc_fail_prefix(st, "rolling back");
+    if ((st = gptc_dist_agree(st))) return st;
+    t->state.rollbacks = rollbacks + 1;
+    t->state.lr_scale = scale * o->rollback_lr;
+    t->state.bad_run = 0;
+    return GPTC_OK;
+}
+
 /* Everything before the first step: the checks, the data, the model (fresh or resumed), the
  * optimizer state and, on many ranks, the gradient reducer. On failure the caller frees t. */
 static gptc_status setup(trainer *t, gptc_train_options *op) {
-    read_fault(t);
+    read_fault("GPTC_FAULT_NONFINITE", t->rank, &t->nonfinite);
+    read_fault("GPTC_FAULT_SPIKE", t->rank, &t->spike);
     gptc_train_options o = *op; /* a copy for reading; what setup resolves goes back through op */
     gptc_status st;
     gptc_data_meta meta = {0};
@@ -316,6 +419,10 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
     t->accum = o.total_batch ? (int)(o.total_batch / ((long)o.batch * o.seq * t->world)) : 1;
     snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", has_meta ? meta.tokenizer : "");
     state_from_options(&t->state, &o, (long)t->accum * o.batch * o.seq * t->world);
+    t->state.lr_scale = 1;
+    if ((st = gptc_guard_init(&t->guard, o.skip_spikes, o.spike_window, o.spike_z))) return st;
+    if (!(t->guard_buf = malloc(sizeof(float) * gptc_guard_packed_len(&t->guard))))
+        return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
     gptc_rng rng;
     gptc_rng_seed(&rng, o.seed);
     t->state.rng = rng.state;
@@ -420,16 +527,9 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
     }
     if (resuming) {
         gptc_trainer_state saved;
-        if ((st = gptc_ckpt_load_range(resume, m, t->mom, t->vel, t->lo, t->hi, &saved))) return st;
+        if ((st = load_position(t, resume, &saved))) return st;
         if (t->rank == 0) warn_changes(resume, &saved, &t->state);
-        /* the run goes on with its own settings; the checkpoint gives the position and the RNG */
-        t->state.step = saved.step;
-        t->state.rng = saved.rng;
-        t->state.loader_epoch = saved.loader_epoch;
-        t->state.loader_cursor = saved.loader_cursor;
         if (!t->state.tokenizer[0]) snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", saved.tokenizer);
-        gptc_loader_pos pos = {t->state.loader_epoch, t->state.loader_cursor};
-        if ((st = gptc_loader_seek(&t->train, pos))) return gptc_fail_prefix(st, "--ckpt %s", resume);
     } else {
         gptc_model_init_weights(m, o.seed);
     }
@@ -462,9 +562,13 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
         /* accumulation: only the last micro-step's backward exchanges the (summed) gradients */
         m->grads_ready = t->use_red && micro == t->accum - 1 ? reducer_hook : NULL;
         m->grads_ready_user = &t->red;
-        if (micro == t->accum - 1) inject_fault(t);
-        loss_sum += gptc_model_forward_backward(m, t->inputs, t->targets, o->batch, o->seq,
-                                                1.0f / ((float)t->accum * t->world));
+        float scale = 1.0f / ((float)t->accum * t->world);
+        if (micro == t->accum - 1) {
+            if (fault_fires(&t->nonfinite, t->state.step + 1))
+                m->grads[0] = NAN; /* wte's first value: the backward adds onto it, so it stays NaN */
+            if (fault_fires(&t->spike, t->state.step + 1)) scale *= 1000;
+        }
+        loss_sum += gptc_model_forward_backward(m, t->inputs, t->targets, o->batch, o->seq, scale);
     }
     m->grads_ready = NULL;
     if (t->use_red) {
@@ -491,7 +595,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     gptc_status st;
     gptc_train_result r = {.first_val_loss = NAN, .last_val_loss = NAN};
     double *step_ms = NULL;
-    int nonfinite_run = 0; /* steps in a row with a non-finite loss or norm */
+    int ms_cap = 0; /* step_ms holds every step run (rollbacks replay steps, so it may need more than --steps) */
     t.o = &o;
     t.rank = gptc_dist_rank();
     t.world = gptc_dist_world();
@@ -502,7 +606,8 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     r.optim_bytes = t.optim_bytes;
     r.model = o.model;
     r.num_params = gptc_model_num_params(&o.model);
-    step_ms = malloc(sizeof(double) * (o.steps + 1));
+    ms_cap = o.steps > t.state.step ? o.steps - t.state.step + 1 : 1;
+    step_ms = malloc(sizeof(double) * ms_cap);
     if ((st = gptc_dist_agree(step_ms ? GPTC_OK : gptc_fail(GPTC_ERR_NOMEM, "out of memory")))) goto fail;
 
     /* the loop */
@@ -524,16 +629,20 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         double norm;
         const float *g;
         if ((st = step_gradients(&t, &loss, &norm, &g))) goto fail;
-        float lr = gptc_lr_at(&t.sched, t.state.step);
-        /* the NaN guard: every rank has the same loss and norm (summed in rank order), and the verdict
-         * is agreed anyway, so every rank skips, or stops, at the same step */
-        double bad = !isfinite(loss) || !isfinite(norm);
+        float lr = gptc_lr_at(&t.sched, t.state.step) * t.state.lr_scale;
+        /* the step guard: every rank has the same loss and norm (summed in rank order) and so the same
+         * window, and the verdict is agreed anyway, so every rank skips, rolls back or stops alike */
+        gptc_bad_kind kind = gptc_guard_judge(&t.guard, loss, norm);
+        double bad = kind != GPTC_BAD_NONE;
         if ((st = gptc_dist_agree(gptc_dist_sum_ordered(&bad, 1)))) goto fail;
         bool skip = bad > 0;
-        nonfinite_run = skip ? nonfinite_run + 1 : 0;
-        if (skip && nonfinite_run > o.skip_nonfinite)
-            st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: loss %g, gradient norm %g are not finite%s; lower --lr or check the data",
-                           t.state.step + 1, loss, norm, o.skip_nonfinite ? " (more steps in a row than --skip-nonfinite)" : "");
+        if (skip && kind == GPTC_BAD_NONE) kind = GPTC_BAD_NONFINITE; /* another rank's verdict (cannot differ today) */
+        t.state.bad_run = skip ? t.state.bad_run + 1 : 0;
+        bool act = skip && t.state.bad_run > o.bad_steps;
+        if (act && o.on_bad == GPTC_ON_BAD_STOP)
+            st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: loss %g, gradient norm %g: %s%s; lower --lr or check the data",
+                           t.state.step + 1, loss, norm, kind == GPTC_BAD_NONFINITE ? "not finite" : gptc_bad_kind_name(kind),
+                           o.bad_steps ? " (more bad steps in a row than --bad-steps)" : "");
         /* agreeing names rank 0 as its source */
         if ((st = gptc_dist_agree(st))) goto fail;
         float scale = gptc_clip_scale(norm, o.clip);
@@ -553,6 +662,12 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         gptc_prof_end(0, 0); /* step */
         if (o.profile_to && t.state.step >= o.profile_to) gptc_prof_stop(); /* the window ends: keep what it holds */
         double ms = (gptc_now() - t0) * 1e3;
+        if (r.steps_run == ms_cap) {
+            double *grown = realloc(step_ms, sizeof(double) * 2 * ms_cap);
+            if ((st = gptc_dist_agree(grown ? GPTC_OK : gptc_fail(GPTC_ERR_NOMEM, "out of memory")))) goto fail;
+            step_ms = grown;
+            ms_cap *= 2;
+        }
         step_ms[r.steps_run] = ms;
         if (r.steps_run == 0) r.first_loss = loss;
         r.last_loss = loss;
@@ -565,6 +680,12 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         info.lr = lr;
         info.grad_norm = (float)norm;
         info.skipped = skip;
+        info.bad = gptc_bad_kind_name(kind);
+        info.z_loss = t.guard.z_loss;
+        info.z_norm = t.guard.z_norm;
+        info.bad_run = t.state.bad_run;
+        info.lr_scale = t.state.lr_scale;
+        info.rollbacks = t.state.rollbacks;
         info.ms = ms;
         info.tokens_per_s = tokens_per_step / (ms * 1e-3);
         bool last = t.state.step == o.steps;
@@ -579,8 +700,28 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         }
         gptc_dist_bcast(&stop, sizeof stop, 0); /* rank 0's callback may stop the run: all ranks stop */
         char written[4096];
-        if (o.ckpt_dir && ((o.ckpt_every && t.state.step % o.ckpt_every == 0) || last || stop)) {
-            if ((st = save(&t, written, sizeof written))) { st = gptc_fail_prefix(st, "--ckpt"); goto fail; }
+        if (act && !stop) { /* too many bad steps in a row: back to the newest checkpoint */
+            if ((st = roll_back(&t, gptc_bad_kind_name(kind), written, sizeof written))) goto fail;
+            r.rollbacks++;
+            if (on_step && t.rank == 0) {
+                gptc_step_info back = base;
+                back.event = GPTC_EVENT_ROLLBACK;
+                back.step = t.state.step;
+                back.ckpt_path = written;
+                back.lr_scale = t.state.lr_scale;
+                back.rollbacks = t.state.rollbacks;
+                back.bad = info.bad;
+                if (on_step(user, &back)) stop = 1;
+            }
+            gptc_dist_bcast(&stop, sizeof stop, 0);
+            continue;
+        }
+        /* a periodic checkpoint is a known-good state to roll back to: none is written on a bad step */
+        if (o.ckpt_dir && ((o.ckpt_every && t.state.step % o.ckpt_every == 0 && !skip) || last || stop)) {
+            if ((st = save(&t, written, sizeof written))) {
+                st = gptc_fail_prefix(st, "--ckpt: saving step %d failed, the previous checkpoints are kept", t.state.step);
+                goto fail;
+            }
             if (on_step && t.rank == 0) {
                 gptc_step_info saved = info;
                 saved.event = GPTC_EVENT_CHECKPOINT;
@@ -591,6 +732,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
             }
         }
     }
+    r.lr_scale = t.state.lr_scale;
     if ((st = check_ranks_agree(&t))) goto fail;
     if (t.red.rounds) {
         double sum = 0;
