@@ -58,7 +58,8 @@ TEST(bench_ablation_table) {
             cell = strchr(cell + 1, '|');
         }
         double ms = v[0], tok = v[1], mfu = v[2], mib = v[3], vp = v[4], vb = v[5];
-        CHECK_MSG(ms > 0 && tok > 0 && mfu > 0 && mib > 0 && vp > 0 && vb > 0, "row %d unparsed: %.200s", i, row);
+        /* (a tiny model on a busy machine may print MFU 0.0 %: only its presence is checked) */
+        CHECK_MSG(ms > 0 && tok > 0 && mfu >= 0 && mib > 0 && vp > 0 && vb > 0, "row %d unparsed: %.200s", i, row);
         if (i == 0) base = tok;
         CHECK_MSG(fabs(vb - tok / base) <= 0.006 * (tok / base) + 0.006, "row %d: vs baseline %.2f, tokens/s ratio %.3f",
                   i, vb, tok / base);
