@@ -138,6 +138,13 @@ typedef struct gptc_train_options {
     int skip_spikes;       /* 1: spikes are bad steps too */
     int spike_window;      /* good steps the z-scores are measured over */
     float spike_z;         /* z-score limit (loss and gradient norm, upward) */
+    /* regularisation and schedules */
+    float dropout;         /* on the embeddings and on each residual branch's output (0: off) */
+    float attn_dropout;    /* on the attention probabilities (flash attention only; 0: off) */
+    /* Schedules "STEP:VALUE,..." (optionally "cos:" first; src/optim/hparam.h) that replace the
+     * constant: lr_schedule replaces the warm-up + cosine of lr/warmup/lr_floor. NULL: none. */
+    const char *lr_schedule, *dropout_schedule, *attn_dropout_schedule, *weight_decay_schedule;
+    const struct gptc_callbacks *callbacks; /* NULL: none (see gptc_callbacks below) */
     const char *profile;   /* --profile: write a Chrome trace-event JSON of the run's operators here (NULL: off);
                             * the spans stay in memory for the CLI's table (train/profile_report.h) */
     int profile_from, profile_to; /* with profile: record steps from..to (1-based, inclusive; 0: the first / the last),
@@ -194,11 +201,32 @@ typedef struct gptc_step_info {
     /* ROLLBACK: step is the checkpoint's step the run went back to, ckpt_path its folder */
     float lr_scale;        /* the factor on the schedule's learning rate from now on */
     int rollbacks;         /* rollbacks so far in this run's history */
+    float dropout, attn_dropout, weight_decay; /* STEP: the values the step used */
 } gptc_step_info;
 
 /* Per-step callback for the CLI, embedders and tests: return nonzero to stop the run after this
  * step (a final checkpoint is still written). In a job of many ranks only rank 0 calls it. */
 typedef int (*gptc_step_fn)(void *user, const gptc_step_info *info);
+
+/* ---- training callbacks (an embedder's hooks; gptc_step_fn above is the CLI's log).
+ * They run on rank 0 after the event; what they write into *ctl is sent to every rank and applies
+ * from the next step on. A value set stays until set again; NaN (the initial value) means "the
+ * run's schedule or constant". Overrides are saved in checkpoints, so a resumed run keeps them. */
+typedef struct gptc_train_control {
+    float lr;              /* the learning rate (before a rollback's factor) */
+    float dropout, attn_dropout, weight_decay;
+    int stop;              /* 1: stop after this step (a checkpoint is written with --ckpt) */
+} gptc_train_control;
+
+typedef struct gptc_callbacks {
+    void *user;
+    /* after every optimizer step (info->event == GPTC_EVENT_STEP: loss, grad norm, lr, ...) */
+    void (*on_step_end)(void *user, const gptc_step_info *info, gptc_train_control *ctl);
+    /* after each evaluation of the val loss */
+    void (*on_eval)(void *user, int step, float val_loss, gptc_train_control *ctl);
+    /* after each checkpoint folder is written */
+    void (*on_checkpoint)(void *user, int step, const char *path, gptc_train_control *ctl);
+} gptc_callbacks;
 
 /* Trains as configured. Checks everything (files, sizes) before writing anything. */
 gptc_status gptc_train(const gptc_train_options *o, gptc_step_fn on_step, void *user, gptc_train_result *res);

@@ -79,6 +79,12 @@ static const gptc_option g_train_opts[] = {
     {"bucket-mb", OPT_FLOAT, F(t.bucket_mb), "X", "under mpirun: MB of gradients per allreduce bucket, started while the backward runs (0: one allreduce per tensor)", 0, 1e9},
     {"zero", OPT_INT, F(t.zero), "0|1", "under mpirun: 1 splits the AdamW moments over the ranks (ZeRO-1: reduce-scatter, shard update, all-gather)", 0, 1},
     {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
+    {"dropout", OPT_FLOAT, F(t.dropout), "P", "dropout on the embeddings and on each residual branch (attention and MLP outputs); off for evaluation and sampling", 0, 0.999},
+    {"attn-dropout", OPT_FLOAT, F(t.attn_dropout), "P", "dropout on the attention probabilities (flash attention)", 0, 0.999},
+    {"lr-schedule", OPT_STRING, F(t.lr_schedule), "SPEC", "learning rate by step, \"STEP:VALUE,...\" (linear between points; \"cos:\" first for cosine), replacing --lr/--warmup/--lr-floor", 0, 0},
+    {"dropout-schedule", OPT_STRING, F(t.dropout_schedule), "SPEC", "--dropout by step, e.g. \"0:0.0,10000:0.0,50000:0.1\" (held at 0 while the loss settles, then ramped)", 0, 0},
+    {"attn-dropout-schedule", OPT_STRING, F(t.attn_dropout_schedule), "SPEC", "--attn-dropout by step", 0, 0},
+    {"weight-decay-schedule", OPT_STRING, F(t.weight_decay_schedule), "SPEC", "--weight-decay by step", 0, 0},
     {"bad-steps", OPT_INT, F(t.bad_steps), "K", "a bad step (loss or gradient norm not finite, or a spike with --skip-spikes) drops its update; K in a row are only skipped, the next acts as --on-bad says (0: the first acts)", 0, 1e9},
     {"on-bad", OPT_STRING, F(on_bad), "ACTION", "after more than --bad-steps bad steps in a row: rollback (to the newest checkpoint, the learning rate times --rollback-lr) or stop", 0, 0},
     {"rollback-lr", OPT_FLOAT, F(t.rollback_lr), "X", "learning-rate factor applied at each rollback (kept in the checkpoints)", 1e-9, 1},
@@ -374,6 +380,9 @@ static int on_step(void *user, const gptc_step_info *in) {
     if (!isnan(in->z_loss)) cJSON_AddNumberToObject(rec, "z_loss", in->z_loss);
     if (!isnan(in->z_norm)) cJSON_AddNumberToObject(rec, "z_norm", in->z_norm);
     if (in->lr_scale != 1) cJSON_AddNumberToObject(rec, "lr_scale", in->lr_scale);
+    cJSON_AddNumberToObject(rec, "dropout", in->dropout);
+    cJSON_AddNumberToObject(rec, "attn_dropout", in->attn_dropout);
+    cJSON_AddNumberToObject(rec, "weight_decay", in->weight_decay);
     int stop = log_record(p, rec) || p->stopping;
     if (p->c->quiet) return stop;
 
@@ -400,6 +409,8 @@ static int on_step(void *user, const gptc_step_info *in) {
                           in->loss, in->lr, in->grad_norm, in->ms, in->tokens_per_s, 100 * mfu, p50, p95, jitter,
                           rss_mib);
     if (!live && n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, " | ETA %s", etab);
+    if ((in->dropout > 0 || in->attn_dropout > 0) && n < sizeof line)
+        n += (size_t)snprintf(line + n, sizeof line - n, " | dropout %.3g/%.3g", in->dropout, in->attn_dropout);
     if (in->skipped && n < sizeof line) {
         if (strcmp(in->bad, "nonfinite") == 0)
             n += (size_t)snprintf(line + n, sizeof line - n, " | not finite: update skipped");

@@ -17,6 +17,7 @@
 #include "model/gpt2.h"
 #include "core/profile.h"
 #include "kernels/attention.h"
+#include "kernels/dropout.h"
 #include "kernels/gelu.h"
 
 #include <string.h>
@@ -107,6 +108,33 @@ static void ln_bwd_residual(const gptc_model *m, const char *name, int l, float 
     gptc_prof_end(EW_LN_BWD * nc, F32 * ((dskip ? 4 : 3) * nc + 2.0 * N + 5.0 * C));
 }
 
+/* ---- dropout sites: each has its own stream of the step's seed (kernels/dropout.h) */
+enum { DROP_EMBED = 0, DROP_ATTN_RES = 1, DROP_MLP_RES = 2, DROP_ATTN_PROBS = 3 };
+static uint64_t drop_stream(int site, int l) { return (uint64_t)site << 32 | (uint32_t)(l + 1); }
+/* the flash attention takes a seed only: one per layer, mixed from the step's seed */
+static uint64_t attn_drop_seed(const gptc_model *m, int l) {
+    uint64_t z = m->dropout_seed ^ (drop_stream(DROP_ATTN_PROBS, l) * 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+/* in place on x (n): the forward's dropout at a site (nothing when m->dropout is 0) */
+static void drop_fwd(const gptc_model *m, const char *name, int site, int l, float *x, size_t n) {
+    if (m->dropout <= 0) return;
+    gptc_prof_begin(GPTC_PROF_FWD, name, l);
+    gptc_dropout_apply(x, x, n, m->dropout, m->dropout_seed, drop_stream(site, l));
+    gptc_prof_end((double)n, F32 * 2.0 * n);
+}
+/* out (n) = the site's mask applied to the gradient dout (n); returns out, or dout itself when off */
+static const float *drop_bwd(const gptc_model *m, const char *name, int site, int l, float *out, const float *dout,
+                             size_t n) {
+    if (m->dropout <= 0) return dout;
+    gptc_prof_begin(GPTC_PROF_BWD, name, l);
+    gptc_dropout_apply(out, dout, n, m->dropout, m->dropout_seed, drop_stream(site, l));
+    gptc_prof_end((double)n, F32 * 2.0 * n);
+    return out;
+}
+
 /* The input of block l (B,T,C): the embeddings, or the previous block's output. */
 static float *block_input(const gptc_model *m, int l) { return l == 0 ? m->a.encoded : m->a.residual3[l - 1]; }
 
@@ -138,7 +166,8 @@ static void attention_forward(gptc_model *m, int l, int B, int T) {
         gptc_qkv_to_heads(a->q[l], a->k[l], a->v[l], a->qkv[l], B, T, C, NH);
         gptc_prof_end(0, F32 * 6 * btc);
         gptc_prof_begin(GPTC_PROF_FWD, "attn.flash_fwd", l);
-        m->flash_fwd(a->o[l], a->lse[l], a->q[l], a->k[l], a->v[l], B, NH, T, C / NH, 0.0f, 0);
+        m->flash_fwd(a->o[l], a->lse[l], a->q[l], a->k[l], a->v[l], B, NH, T, C / NH, m->attn_dropout,
+                     attn_drop_seed(m, l));
         gptc_prof_end(2 * causal, F32 * (4 * btc + (double)B * NH * T));
         gptc_prof_begin(GPTC_PROF_FWD, "attn.merge_heads.fwd", l);
         gptc_heads_to_rows(a->atty[l], a->o[l], B, T, C, NH);
@@ -163,11 +192,13 @@ static void block_forward(gptc_model *m, int l, int B, int T) {
     linear_fwd(m, &QKV, l, a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, BT, C, 3 * C);
     attention_forward(m, l, B, T);
     linear_fwd(m, &ATTPROJ, l, a->attproj[l], a->atty[l], w->attprojw, w->attprojb, BT, C, C);
+    drop_fwd(m, "attn.dropout.fwd", DROP_ATTN_RES, l, a->attproj[l], (size_t)BT * C);
     residual_ln_fwd(m, "res+ln2.fwd", l, a->residual2[l], a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], block_input(m, l),
                     a->attproj[l], w->ln2w, w->ln2b, BT, C);
     linear_fwd(m, &FC, l, a->fch[l], a->ln2[l], w->fcw, w->fcb, BT, C, 4 * C);
     gelu_forward(m, l, BT);
     linear_fwd(m, &FCPROJ, l, a->fcproj[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, BT, 4 * C, C);
+    drop_fwd(m, "mlp.dropout.fwd", DROP_MLP_RES, l, a->fcproj[l], (size_t)BT * C);
 }
 
 /* The transformer body: embeddings through the final LayerNorm (a->lnf). */
@@ -178,6 +209,7 @@ static void body_forward(gptc_model *m, const int *inputs, int B, int T) {
     gptc_prof_begin(GPTC_PROF_FWD, "encoder.fwd", -1);
     m->k->encoder_fwd(a->encoded, inputs, m->w.wte, m->w.wpe, B, T, C);
     gptc_prof_end((double)BT * C, F32 * 3.0 * BT * C + sizeof(int) * (double)BT);
+    drop_fwd(m, "embed.dropout.fwd", DROP_EMBED, -1, a->encoded, (size_t)BT * C);
     ln1_forward(m, 0, BT);
     for (int l = 0; l < L; l++) {
         block_forward(m, l, B, T);
@@ -241,8 +273,10 @@ static void body_backward(gptc_model *m, int B, int T) {
             memset(d->dv, 0, sizeof(float) * btc);
         }
         gptc_prof_end(0, F32 * (m->naive_attention ? 7 : 10) * (double)btc);
-        /* residual3 = residual2 + fcproj: both receive dres_out unchanged */
-        linear_bwd(m, &FCPROJ, l, d->dfch_gelu, lg->fcprojw, lg->fcprojb, d->dres_out, a->fch_gelu[l], lw->fcprojw, BT,
+        /* residual3 = residual2 + dropout(fcproj): both receive dres_out, the branch through its mask
+         * (into dln2, free until the MLP's input gradient overwrites it) */
+        const float *dbranch = drop_bwd(m, "mlp.dropout.bwd", DROP_MLP_RES, l, d->dln2, d->dres_out, btc);
+        linear_bwd(m, &FCPROJ, l, d->dfch_gelu, lg->fcprojw, lg->fcprojb, dbranch, a->fch_gelu[l], lw->fcprojw, BT,
                    4 * C, C);
         gptc_prof_begin(GPTC_PROF_BWD, "gelu.bwd", l);
         gptc_gelu_bwd_form(m->cfg.gelu, d->dfch, a->fch[l], d->dfch_gelu, (size_t)BT * 4 * C);
@@ -251,8 +285,9 @@ static void body_backward(gptc_model *m, int B, int T) {
         /* dres2 = dres_out (through the skip) + ln_2's backward */
         ln_bwd_residual(m, "res+ln2.bwd", l, d->dres2, lg->ln2w, lg->ln2b, d->dres_out, d->dln2, a->residual2[l],
                         lw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], BT, C);
-        /* residual2 = res + attproj: both receive dres2 unchanged */
-        linear_bwd(m, &ATTPROJ, l, d->datty, lg->attprojw, lg->attprojb, d->dres2, a->atty[l], lw->attprojw, BT, C, C);
+        /* residual2 = res + dropout(attproj): both receive dres2, the branch through its mask (dln2 is free again) */
+        dbranch = drop_bwd(m, "attn.dropout.bwd", DROP_ATTN_RES, l, d->dln2, d->dres2, btc);
+        linear_bwd(m, &ATTPROJ, l, d->datty, lg->attprojw, lg->attprojb, dbranch, a->atty[l], lw->attprojw, BT, C, C);
         if (m->naive_attention) {
             gptc_prof_begin(GPTC_PROF_BWD, "attn.naive_bwd", l);
             k->attention_bwd(d->dqkv, d->dpreatt, d->datt, d->datty, a->qkv[l], a->att[l], B, T, C, NH);
@@ -263,7 +298,7 @@ static void body_backward(gptc_model *m, int B, int T) {
             gptc_prof_end(0, F32 * 2 * (double)btc);
             gptc_prof_begin(GPTC_PROF_BWD, "attn.flash_bwd", l);
             m->flash_bwd(d->dq, d->dk, d->dv, d->dout_heads, a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, NH, T,
-                         C / NH, 0.0f, 0);
+                         C / NH, m->attn_dropout, attn_drop_seed(m, l));
             gptc_prof_end(5 * causal, F32 * (11.0 * btc + (double)B * NH * T));
             gptc_prof_begin(GPTC_PROF_BWD, "attn.merge_heads.bwd", l);
             gptc_heads_to_qkv_grad(d->dqkv, d->dq, d->dk, d->dv, B, T, C, NH);
@@ -278,6 +313,7 @@ static void body_backward(gptc_model *m, int B, int T) {
         d->dres_in = t;
         grads_ready(m, 2 + l * GPTC_LAYER_TENSORS); /* after wte, wpe: layer l's first tensor */
     }
+    drop_bwd(m, "embed.dropout.bwd", DROP_EMBED, -1, d->dres_out, d->dres_out, btc); /* in place: read only here */
     gptc_prof_begin(GPTC_PROF_BWD, "encoder.bwd", -1);
     k->encoder_bwd(g->wte, g->wpe, d->dres_out, m->inputs, B, T, C);
     gptc_prof_end(2.0 * btc, F32 * 5.0 * btc + sizeof(int) * (double)BT);

@@ -115,6 +115,13 @@ typedef struct gptc_model {
     size_t act_floats, dact_floats;
     gptc_acts a;
     gptc_dacts d;
+    /* Dropout in the training step (forward.c): on the embeddings and on both residual branches'
+     * outputs with probability dropout, on the attention probabilities with attn_dropout (flash
+     * attention only). Masks are counter-based (kernels/dropout.h) in dropout_seed, which the trainer
+     * sets per micro-step, so the backward and any recompute draw the same ones; the trainer sets
+     * both to 0 for evaluation. Sampling (decode.c) never drops. */
+    float dropout, attn_dropout;
+    uint64_t dropout_seed;
     int *inputs, *targets;      /* (B,T) copies of the last forward's batch */
     int B_last, T_last;         /* shape of the last forward with targets (what backward uses) */
     float loss;                 /* mean loss of the last forward with targets */

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,10 @@ static const char *hf_activation(gptc_gelu_kind g) {
 
 /* ---- metadata helpers */
 
-#define META_MAX 40
+#define META_MAX 48
 typedef struct {
     const char *keys[META_MAX];
-    char vals[META_MAX][32];
+    char vals[META_MAX][1024]; /* a schedule's spec is the longest value */
     const char *vptr[META_MAX];
     int n;
 } meta_list;
@@ -242,6 +243,16 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mo
         meta_add(&ol, "gptc.lr_scale", "%.9g", s->lr_scale > 0 ? s->lr_scale : 1); /* 0: never set */
         meta_add(&ol, "gptc.rollbacks", "%d", s->rollbacks);
         meta_add(&ol, "gptc.bad_run", "%d", s->bad_run);
+        meta_add(&ol, "gptc.lr_schedule", "%s", s->lr_schedule);
+        meta_add(&ol, "gptc.dropout_schedule", "%s", s->dropout_schedule);
+        meta_add(&ol, "gptc.attn_dropout_schedule", "%s", s->attn_dropout_schedule);
+        meta_add(&ol, "gptc.weight_decay_schedule", "%s", s->weight_decay_schedule);
+        meta_add(&ol, "gptc.dropout", "%.9g", s->dropout);
+        meta_add(&ol, "gptc.attn_dropout", "%.9g", s->attn_dropout);
+        meta_add(&ol, "gptc.override.lr", "%.9g", s->ov_lr);
+        meta_add(&ol, "gptc.override.dropout", "%.9g", s->ov_dropout);
+        meta_add(&ol, "gptc.override.attn_dropout", "%.9g", s->ov_attn_dropout);
+        meta_add(&ol, "gptc.override.weight_decay", "%.9g", s->ov_weight_decay);
         fill_entries(m, mom, "exp_avg.", names, e);
         fill_entries(m, vel, "exp_avg_sq.", names + n, e + n);
         int ne = 2 * n;
@@ -473,6 +484,21 @@ gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, float *mom
         st = gptc_fail(GPTC_ERR_FORMAT, "%s: metadata gptc.lr_scale=%g is out of (0, 1]", f.path, s->lr_scale);
         goto done;
     }
+    /* schedules, dropout and the callbacks' overrides; checkpoints from before them had none */
+    struct { const char *key; char *out; } specs[] = {
+        {"gptc.lr_schedule", s->lr_schedule}, {"gptc.dropout_schedule", s->dropout_schedule},
+        {"gptc.attn_dropout_schedule", s->attn_dropout_schedule}, {"gptc.weight_decay_schedule", s->weight_decay_schedule}};
+    for (int i = 0; i < 4; i++) {
+        const char *v = gptc_st_meta(&f, specs[i].key);
+        snprintf(specs[i].out, sizeof s->lr_schedule, "%s", v ? v : "");
+    }
+    s->ov_lr = s->ov_dropout = s->ov_attn_dropout = s->ov_weight_decay = NAN;
+    if (gptc_st_meta(&f, "gptc.dropout") &&
+        ((st = meta_float(&f, "gptc.dropout", &s->dropout)) || (st = meta_float(&f, "gptc.attn_dropout", &s->attn_dropout)) ||
+         (st = meta_float(&f, "gptc.override.lr", &s->ov_lr)) || (st = meta_float(&f, "gptc.override.dropout", &s->ov_dropout)) ||
+         (st = meta_float(&f, "gptc.override.attn_dropout", &s->ov_attn_dropout)) ||
+         (st = meta_float(&f, "gptc.override.weight_decay", &s->ov_weight_decay))))
+        goto done;
     const gptc_st_tensor *gt = gptc_st_find(&f, GUARD_TENSOR);
     if (gt) {
         if (gt->dtype != GPTC_F32 || gt->ndim != 1) {

@@ -28,6 +28,10 @@ typedef struct gptc_trainer_state {
     float *guard;             /* save: guard_len floats of gptc_guard_pack (may be NULL); load: a buffer of
                                * guard_len floats, or NULL; guard_len becomes what the file holds (0: none) */
     size_t guard_len;
+    /* the hyper-parameter schedules the run used ("" none) and the callbacks' overrides (NaN none) */
+    char lr_schedule[1024], dropout_schedule[1024], attn_dropout_schedule[1024], weight_decay_schedule[1024];
+    float dropout, attn_dropout;
+    float ov_lr, ov_dropout, ov_attn_dropout, ov_weight_decay;
 } gptc_trainer_state;
 
 /* Writes DIR/step-<step> atomically, then removes all but the newest `keep` step folders.

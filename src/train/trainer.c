@@ -15,6 +15,7 @@
 #include "model/plan.h"
 #include "io/io.h"
 #include "optim/optim.h"
+#include "optim/hparam.h"
 #include "train/checkpoint.h"
 #include "train/guard.h"
 #include "train/profile_report.h"
@@ -89,6 +90,9 @@ typedef struct trainer {
     gptc_trainer_state state;
     gptc_lr_schedule sched;
     gptc_adamw adamw;
+    /* --*-schedule (n 0: none) and the callbacks' overrides (NaN: none) */
+    gptc_hparam_schedule lr_sched, drop_sched, attn_drop_sched, wd_sched;
+    gptc_train_control ctl;
 } trainer;
 
 static gptc_status check_options(const gptc_train_options *o, int world) {
@@ -122,6 +126,12 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
         return gptc_fail(GPTC_ERR_ARG, "--spike-window %d: must be at least 2", o->spike_window);
     if (o->skip_spikes && !(o->spike_z > 0 && isfinite(o->spike_z)))
         return gptc_fail(GPTC_ERR_ARG, "--spike-z %g: must be a positive number", o->spike_z);
+    if (!(o->dropout >= 0 && o->dropout < 1)) return gptc_fail(GPTC_ERR_ARG, "--dropout %g: must be in [0, 1)", o->dropout);
+    if (!(o->attn_dropout >= 0 && o->attn_dropout < 1))
+        return gptc_fail(GPTC_ERR_ARG, "--attn-dropout %g: must be in [0, 1)", o->attn_dropout);
+    if (o->naive_attention && (o->attn_dropout > 0 || (o->attn_dropout_schedule && *o->attn_dropout_schedule)))
+        return gptc_fail(GPTC_ERR_ARG, "--attn-dropout: only the flash attention drops attention probabilities; drop "
+                         "--naive-attention");
     if (!(o->clip >= 0)) return gptc_fail(GPTC_ERR_ARG, "--clip %g: must be 0 (off) or positive", o->clip);
     if (o->keep < 1) return gptc_fail(GPTC_ERR_ARG, "--keep %d: must be at least 1", o->keep);
     if (o->ckpt_every < 0) return gptc_fail(GPTC_ERR_ARG, "--ckpt-every %d: must be 0 or more", o->ckpt_every);
@@ -183,6 +193,15 @@ static void state_from_options(gptc_trainer_state *s, const gptc_train_options *
     s->batch = o->batch;
     s->seq = o->seq;
     s->total_batch = tokens_per_update;
+    s->dropout = o->dropout;
+    s->attn_dropout = o->attn_dropout;
+    snprintf(s->lr_schedule, sizeof s->lr_schedule, "%s", o->lr_schedule ? o->lr_schedule : "");
+    snprintf(s->dropout_schedule, sizeof s->dropout_schedule, "%s", o->dropout_schedule ? o->dropout_schedule : "");
+    snprintf(s->attn_dropout_schedule, sizeof s->attn_dropout_schedule, "%s",
+             o->attn_dropout_schedule ? o->attn_dropout_schedule : "");
+    snprintf(s->weight_decay_schedule, sizeof s->weight_decay_schedule, "%s",
+             o->weight_decay_schedule ? o->weight_decay_schedule : "");
+    s->ov_lr = s->ov_dropout = s->ov_attn_dropout = s->ov_weight_decay = NAN;
 }
 
 /* On resume, names every setting this run changes from the one the checkpoint was trained with:
@@ -199,10 +218,22 @@ static void warn_changes(const char *ckpt, const gptc_trainer_state *was, const 
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].a != f[i].b)
             gptc_warn("resuming %s with %s %g (it was trained with %g)", ckpt, f[i].flag, f[i].b, f[i].a);
+    struct { const char *flag; const char *a, *b; } g[] = {
+        {"--lr-schedule", was->lr_schedule, now->lr_schedule}, {"--dropout-schedule", was->dropout_schedule, now->dropout_schedule},
+        {"--attn-dropout-schedule", was->attn_dropout_schedule, now->attn_dropout_schedule},
+        {"--weight-decay-schedule", was->weight_decay_schedule, now->weight_decay_schedule}};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        if (strcmp(g[i].a, g[i].b) != 0)
+            gptc_warn("resuming %s with %s \"%s\" (it was trained with \"%s\")", ckpt, g[i].flag, g[i].b, g[i].a);
+    if (was->dropout != now->dropout || was->attn_dropout != now->attn_dropout)
+        gptc_warn("resuming %s with --dropout %g --attn-dropout %g (it was trained with %g, %g)", ckpt, now->dropout,
+                  now->attn_dropout, was->dropout, was->attn_dropout);
 }
 
 static float evaluate(trainer *t) {
     const gptc_train_options *o = t->o;
+    float drop = t->model.dropout, attn = t->model.attn_dropout;
+    t->model.dropout = t->model.attn_dropout = 0; /* evaluation sees the whole model */
     gptc_loader_rewind(&t->val);
     double sum = 0;
     int n = 0;
@@ -214,6 +245,8 @@ static float evaluate(trainer *t) {
         n++;
     }
     gptc_prof_end(0, 0);
+    t->model.dropout = drop;
+    t->model.attn_dropout = attn;
     return n ? (float)(sum / n) : NAN;
 }
 
@@ -238,6 +271,10 @@ static gptc_status save(trainer *t, char *written, size_t cap) {
         gptc_loader_pos pos = gptc_loader_tell(&t->train);
         t->state.loader_epoch = pos.epoch;
         t->state.loader_cursor = pos.cursor;
+        t->state.ov_lr = t->ctl.lr;
+        t->state.ov_dropout = t->ctl.dropout;
+        t->state.ov_attn_dropout = t->ctl.attn_dropout;
+        t->state.ov_weight_decay = t->ctl.weight_decay;
         t->state.guard = t->guard_buf;
         t->state.guard_len = gptc_guard_packed_len(&t->guard);
         gptc_guard_pack(&t->guard, t->guard_buf);
@@ -355,6 +392,10 @@ static gptc_status load_position(trainer *t, const char *dir, gptc_trainer_state
     t->state.lr_scale = saved->lr_scale;
     t->state.rollbacks = saved->rollbacks;
     t->state.bad_run = saved->bad_run;
+    t->ctl.lr = saved->ov_lr;
+    t->ctl.dropout = saved->ov_dropout;
+    t->ctl.attn_dropout = saved->ov_attn_dropout;
+    t->ctl.weight_decay = saved->ov_weight_decay;
     gptc_guard fresh;
     if (saved->guard_len && gptc_guard_unpack(&t->guard, t->guard_buf, saved->guard_len) != GPTC_OK) {
         /* another --spike-window, or no spike detection before: the window starts empty */
@@ -420,6 +461,12 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
     snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", has_meta ? meta.tokenizer : "");
     state_from_options(&t->state, &o, (long)t->accum * o.batch * o.seq * t->world);
     t->state.lr_scale = 1;
+    t->ctl = (gptc_train_control){.lr = NAN, .dropout = NAN, .attn_dropout = NAN, .weight_decay = NAN};
+    if ((st = gptc_hparam_parse(&t->lr_sched, o.lr_schedule, "--lr-schedule", 0, 10)) ||
+        (st = gptc_hparam_parse(&t->drop_sched, o.dropout_schedule, "--dropout-schedule", 0, 0.999)) ||
+        (st = gptc_hparam_parse(&t->attn_drop_sched, o.attn_dropout_schedule, "--attn-dropout-schedule", 0, 0.999)) ||
+        (st = gptc_hparam_parse(&t->wd_sched, o.weight_decay_schedule, "--weight-decay-schedule", 0, 10)))
+        return st;
     if ((st = gptc_guard_init(&t->guard, o.skip_spikes, o.spike_window, o.spike_z))) return st;
     if (!(t->guard_buf = malloc(sizeof(float) * gptc_guard_packed_len(&t->guard))))
         return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
@@ -545,6 +592,32 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
     return GPTC_OK;
 }
 
+/* The hyper-parameters of the step about to run: a callback's override, else the schedule, else the
+ * constant (the learning rate: its warm-up + cosine), the learning rate times a rollback's factor. */
+typedef struct { float lr, dropout, attn_dropout, weight_decay; } step_values;
+static float pick(float override, const gptc_hparam_schedule *s, int step, float otherwise) {
+    return !isnan(override) ? override : s->n ? gptc_hparam_at(s, step) : otherwise;
+}
+static step_values values_at(const trainer *t, int step) {
+    const gptc_train_options *o = t->o;
+    step_values v;
+    v.lr = pick(t->ctl.lr, &t->lr_sched, step, t->lr_sched.n ? 0 : gptc_lr_at(&t->sched, step)) * t->state.lr_scale;
+    v.dropout = pick(t->ctl.dropout, &t->drop_sched, step, o->dropout);
+    v.attn_dropout = pick(t->ctl.attn_dropout, &t->attn_drop_sched, step, o->attn_dropout);
+    v.weight_decay = pick(t->ctl.weight_decay, &t->wd_sched, step, o->weight_decay);
+    return v;
+}
+
+/* The dropout masks' seed of a micro-step: a function of the run's seed, the step, the micro-step and
+ * the rank, so a resumed run draws the masks an uninterrupted one would. */
+static uint64_t micro_seed(const trainer *t, int micro) {
+    uint64_t z = t->o->seed + 0x9E3779B97F4A7C15ULL * ((uint64_t)t->state.step * 65536 + (uint64_t)micro * 1024 +
+                                                       (uint64_t)t->rank + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
 /* One optimizer step's gradients, loss and norm, the same on every rank: the micro-steps (the last
  * one exchanging the gradients while its backward runs), then the loss summed over the ranks and
  * the global gradient norm (with ZeRO-1 from the shards' sums of squares, added in rank order).
@@ -563,6 +636,7 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
         m->grads_ready = t->use_red && micro == t->accum - 1 ? reducer_hook : NULL;
         m->grads_ready_user = &t->red;
         float scale = 1.0f / ((float)t->accum * t->world);
+        m->dropout_seed = micro_seed(t, micro);
         if (micro == t->accum - 1) {
             if (fault_fires(&t->nonfinite, t->state.step + 1))
                 m->grads[0] = NAN; /* wte's first value: the backward adds onto it, so it stays NaN */
@@ -628,8 +702,12 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         float loss;
         double norm;
         const float *g;
+        step_values hv = values_at(&t, t.state.step);
+        t.model.dropout = hv.dropout;
+        t.model.attn_dropout = hv.attn_dropout;
+        t.adamw.weight_decay = hv.weight_decay;
         if ((st = step_gradients(&t, &loss, &norm, &g))) goto fail;
-        float lr = gptc_lr_at(&t.sched, t.state.step) * t.state.lr_scale;
+        float lr = hv.lr;
         /* the step guard: every rank has the same loss and norm (summed in rank order) and so the same
          * window, and the verdict is agreed anyway, so every rank skips, rolls back or stops alike */
         gptc_bad_kind kind = gptc_guard_judge(&t.guard, loss, norm);
@@ -686,6 +764,9 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         info.bad_run = t.state.bad_run;
         info.lr_scale = t.state.lr_scale;
         info.rollbacks = t.state.rollbacks;
+        info.dropout = hv.dropout;
+        info.attn_dropout = hv.attn_dropout;
+        info.weight_decay = hv.weight_decay;
         info.ms = ms;
         info.tokens_per_s = tokens_per_step / (ms * 1e-3);
         bool last = t.state.step == o.steps;
@@ -697,8 +778,14 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
             }
             if (t.tok && t.state.step % o.sample_every == 0) info.sample = sample_now(&t);
             if (on_step && on_step(user, &info)) stop = 1;
+            const gptc_callbacks *cb = o.callbacks;
+            if (cb && cb->on_step_end) cb->on_step_end(cb->user, &info, &t.ctl);
+            if (cb && cb->on_eval && !isnan(info.val_loss)) cb->on_eval(cb->user, info.step, info.val_loss, &t.ctl);
+            if (t.ctl.stop) stop = 1;
         }
-        gptc_dist_bcast(&stop, sizeof stop, 0); /* rank 0's callback may stop the run: all ranks stop */
+        /* rank 0's callbacks may stop the run or change the values of the next steps: all ranks follow */
+        gptc_dist_bcast(&stop, sizeof stop, 0);
+        gptc_dist_bcast(&t.ctl, sizeof t.ctl, 0);
         char written[4096];
         if (act && !stop) { /* too many bad steps in a row: back to the newest checkpoint */
             if ((st = roll_back(&t, gptc_bad_kind_name(kind), written, sizeof written))) goto fail;
@@ -730,6 +817,10 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
                 saved.ckpt_path = written;
                 on_step(user, &saved);
             }
+            const gptc_callbacks *cb = o.callbacks;
+            if (t.rank == 0 && cb && cb->on_checkpoint) cb->on_checkpoint(cb->user, t.state.step, written, &t.ctl);
+            gptc_dist_bcast(&t.ctl, sizeof t.ctl, 0);
+            if (t.ctl.stop) stop = 1;
         }
     }
     r.lr_scale = t.state.lr_scale;
