@@ -60,6 +60,11 @@ $(BUILD)/gptc: $(BUILD)/src/cli/main.o $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a
 $(BUILD)/gptc_tests: $(TEST_OBJ) $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# Programs that embed libgptc (examples/), built by `make test`, which runs them.
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+$(EXAMPLES): $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libgptc.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/bench_tokenizer: $(BUILD)/bench/bench_tokenizer.o $(BUILD)/libgptc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -80,7 +85,7 @@ train: setup
 
 test: setup
 	@sh tools/setup.sh --browser || echo "setup: no chromium; the report screenshot test will be skipped"
-	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/gptc_tests
+	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/gptc_tests $(EXAMPLES)
 	$(BUILD)/gptc_tests
 
 # Regenerates the PyTorch reference fixtures, tanh and erf GELU (needs Debian's python3-torch).
