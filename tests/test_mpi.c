@@ -15,8 +15,12 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define STEPS 10
 #define LOSS_TOL 1e-5   /* |loss_2ranks - loss_1rank| / loss_1rank, every step */
@@ -341,4 +345,58 @@ TEST(mpi_rollback_on_every_rank) {
     printf("    rolled back on both ranks: losses after it differ by %.2e (relative), weights by %.2e\n", le, we);
     CHECK_MSG(le <= LOSS_TOL, "losses after the rollback differ by %g", le);
     CHECK_MSG(we <= WEIGHT_TOL && kb <= KBIAS_TOL, "weights differ by %g (key bias %g)", we, kb);
+}
+
+/* SIGUSR1 to mpirun (which forwards it to every rank; its SIGTERM would be followed by SIGKILL)
+ * stops the job gracefully: rank 0's stop is broadcast, every rank finishes the same step, rank 0
+ * writes its checkpoint, and the job exits 0. */
+TEST(mpi_sigusr1_stops_every_rank_with_a_checkpoint) {
+    if (!have_mpi()) return;
+    char ck[600], log[700], outp[700], cmd[8192];
+    snprintf(ck, sizeof ck, "%s/mpi-usr1", test_tmpdir());
+    snprintf(log, sizeof log, "%s/log.jsonl", ck);
+    snprintf(outp, sizeof outp, "%s.out", ck);
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 exec mpirun -np 2 --oversubscribe --bind-to none "
+             "--mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca pml ob1 %s train --model tiny --data %s --batch 2 --seq 32 --steps 100000 --threads 1 "
+             "--eval-every 0 --ckpt-every 0 --quiet --ckpt %s >%s 2>&1",
+             test_gptc_bin(), test_shakespeare_data(), ck, outp);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    /* wait for the second step in the log, then signal */
+    int last = 0;
+    for (int i = 0; i < 60000 && last < 2; i++) {
+        FILE *f = fopen(log, "r");
+        char line[4096];
+        while (f && fgets(line, sizeof line, f)) {
+            const char *s = strstr(line, "\"type\":\"step\",\"step\":");
+            if (s) last = atoi(s + 21);
+        }
+        if (f) fclose(f);
+        if (waitpid(pid, NULL, WNOHANG) == pid) break;
+        usleep(2000);
+    }
+    CHECK_MSG(last >= 2, "the job did not reach step 2");
+    kill(pid, SIGUSR1);
+    int status = -1;
+    for (int i = 0; i < 1200 && waitpid(pid, &status, WNOHANG) != pid; i++) usleep(100000);
+    if (!WIFEXITED(status) && !WIFSIGNALED(status)) { /* not stopped within 120 s: end it */
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    char *out = NULL, cat[800];
+    snprintf(cat, sizeof cat, "cat %s", outp);
+    test_run(cat, &out);
+    int stopped = 0;
+    const char *s = out ? strstr(out, "stopped by SIGUSR1 after step ") : NULL;
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0 && s && sscanf(s, "stopped by SIGUSR1 after step %d", &stopped) == 1,
+              "status %#x: %s", status, out);
+    char step_dir[800];
+    snprintf(step_dir, sizeof step_dir, "%s/step-%08d/optim.safetensors", ck, stopped);
+    struct stat sb;
+    CHECK_MSG(stopped >= 2 && stat(step_dir, &sb) == 0, "no checkpoint of step %d", stopped);
+    free(out);
 }
