@@ -7,13 +7,14 @@
 #   hf_prefixed/...                               the same with "transformer." names, lm_head.weight
 #                                                 (tied: equal to wte) and the attn.bias /
 #                                                 attn.masked_bias buffers older exports carry
+#   hf_f16/...                                    the same as hf/, tensors in F16
 #   llmc_fp32.bin, llmc_bf16.bin                  llm.c's checkpoint: 256 int32 header (magic 20240326,
 #                                                 version 3 fp32 / 5 bf16, maxT, V, L, NH, C, Vp),
 #                                                 then the parameters in llm.c's order, matrices
 #                                                 [out, in], wte padded with zero rows to Vp (a
 #                                                 multiple of 128)
 #   reference.safetensors                         inputs (T int32), logits (T,V) from the fp32
-#                                                 weights and logits_bf16 from the bf16-rounded ones,
+#                                                 weights, logits_bf16 and logits_f16 from the rounded ones,
 #                                                 computed in float64
 # Usage: /usr/bin/python3 tools/make_interop_fixtures.py [OUT_DIR] (default tests/fixtures/interop)
 import json
@@ -51,13 +52,13 @@ def hf_config(cfg):
     }
 
 
-def write_hf(folder, params, prefixed):
+def write_hf(folder, params, prefixed, dtype=np.float32):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(hf_config(CFG), f, indent=2)
     tensors = {}
     for name, a in params.items():
-        tensors[("transformer." if prefixed else "") + name] = a
+        tensors[("transformer." if prefixed else "") + name] = a.astype(dtype)
     if prefixed:
         tensors["lm_head.weight"] = params["wte.weight"]
         ctx = CFG["context"]
@@ -114,9 +115,12 @@ def main():
 
     write_hf(os.path.join(out, "hf"), params, prefixed=False)
     write_hf(os.path.join(out, "hf_prefixed"), params, prefixed=True)
+    write_hf(os.path.join(out, "hf_f16"), params, prefixed=False, dtype=np.float16)
     write_llmc(os.path.join(out, "llmc_fp32.bin"), params, bf16=False)
     write_llmc(os.path.join(out, "llmc_bf16.bin"), params, bf16=True)
-    ref = {"inputs": inputs, "logits": logits_of(params, inputs), "logits_bf16": logits_of(rounded, inputs)}
+    halved = {n: a.astype(np.float16).astype(np.float32) for n, a in params.items()}
+    ref = {"inputs": inputs, "logits": logits_of(params, inputs), "logits_bf16": logits_of(rounded, inputs),
+           "logits_f16": logits_of(halved, inputs)}
     meta = {k: str(v) for k, v in CFG.items()}
     save_safetensors(os.path.join(out, "reference.safetensors"), ref, meta)
 

@@ -129,7 +129,7 @@ static gptc_status read_hf_config(const char *path, gptc_model_config *cfg) {
     char *text = NULL;
     size_t len;
     gptc_status st = gptc_file_read_all(path, &text, &len);
-    if (st) return gptc_fail_prefix(st, "no gptc metadata in the weights, and config.json");
+    if (st) return st;
     cJSON *o = cJSON_Parse(text);
     gptc_free(text);
     if (!o || !cJSON_IsObject(o)) {
@@ -222,6 +222,11 @@ static gptc_status probe_safetensors(const char *file, gptc_weights_info *info) 
         if (slash) *slash = 0;
         else snprintf(dir, sizeof dir, ".");
         snprintf(cpath, sizeof cpath, "%s/" CONFIG_FILE, dir);
+        if (!gptc_is_file(cpath)) {
+            st = gptc_fail(GPTC_ERR_IO, "%s: no gptc metadata and no " CONFIG_FILE " beside it; a Hugging Face GPT-2 "
+                           "folder holds both", file);
+            goto done;
+        }
         if ((st = read_hf_config(cpath, cfg))) goto done;
     }
     if ((st = gptc_model_config_check(cfg))) {
@@ -293,6 +298,15 @@ gptc_status gptc_weights_probe(const char *path, gptc_weights_info *info) {
                      path, LLMC_MAGIC);
 }
 
+gptc_status gptc_weights_find(const char *path, gptc_weights_info *info) {
+    char dir[4096];
+    bool found;
+    gptc_status st = gptc_ckpt_find(path, dir, sizeof dir, &found);
+    if (st) return st;
+    if (!found) return gptc_fail(GPTC_ERR_IO, "%s: no weights found; expected " WHAT, path);
+    return gptc_weights_probe(dir, info);
+}
+
 /* ---- loading */
 
 static gptc_status check_same_config(const char *path, const gptc_model_config *a, const gptc_model_config *b) {
@@ -328,12 +342,12 @@ static gptc_status load_safetensors(const gptc_weights_info *info, gptc_model *m
             st = gptc_fail(GPTC_ERR_FORMAT, "%s: tensor %s missing; not weights of this model", f.path, d->name);
             goto done;
         }
-        bool dt_ok = t->dtype == GPTC_F32 || (!strict && (t->dtype == GPTC_BF16 || t->dtype == GPTC_F16));
+        bool dt_ok = t->dtype == GPTC_F32 || t->dtype == GPTC_BF16 || t->dtype == GPTC_F16;
         bool same = dt_ok && t->ndim == d->ndim && t->shape[0] == d->shape[0] && (d->ndim == 1 || t->shape[1] == d->shape[1]);
         if (!same) {
             st = gptc_fail(GPTC_ERR_STATE, "%s: tensor %s is %s %dD [%" PRId64 ", %" PRId64 "], the model needs %s [%" PRId64 ", %" PRId64 "]",
                            f.path, t->name, gptc_dtype_name(t->dtype), t->ndim, t->shape[0], t->ndim > 1 ? t->shape[1] : 0,
-                           strict ? "F32" : "F32, BF16 or F16", d->shape[0], d->ndim > 1 ? d->shape[1] : 0);
+                           "F32, BF16 or F16", d->shape[0], d->ndim > 1 ? d->shape[1] : 0);
             goto done;
         }
         to_f32(m->params + d->offset, t->data, t->dtype, d->numel);
@@ -544,13 +558,9 @@ gptc_status gptc_weights_export(const char *src, const char *format, gptc_dtype 
     if (!hf && !llmc) return gptc_fail(GPTC_ERR_ARG, "--format %s: expected hf or llmc", format ? format : "(missing)");
     if (!out || !*out) return gptc_fail(GPTC_ERR_ARG, "--out: missing; give the folder (hf) or file (llmc) to write");
     if (!src || !*src) return gptc_fail(GPTC_ERR_ARG, "--ckpt: missing; give a checkpoint, a Hugging Face folder or an llm.c .bin");
-    char dir[4096];
-    bool found;
-    gptc_status st = gptc_ckpt_find(src, dir, sizeof dir, &found);
-    if (st) return gptc_fail_prefix(st, "--ckpt");
-    if (!found) return gptc_fail(GPTC_ERR_IO, "--ckpt %s: no weights found; expected " WHAT, src);
     gptc_weights_info info;
-    if ((st = gptc_weights_probe(dir, &info))) return gptc_fail_prefix(st, "--ckpt");
+    gptc_status st = gptc_weights_find(src, &info);
+    if (st) return gptc_fail_prefix(st, "--ckpt");
     gptc_model m = {0};
     if ((st = gptc_model_init(&m, &info.cfg)) || (st = gptc_weights_load(&info, &m))) goto done;
     if (hf) {

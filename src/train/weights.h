@@ -33,6 +33,10 @@ const char *gptc_weights_format_name(gptc_weights_format f);
  * GPTC_ERR_IO) with one line naming the path, the reason and what to do. */
 gptc_status gptc_weights_probe(const char *path, gptc_weights_info *info);
 
+/* The same after finding the weights: path may also be a run folder of step folders (its newest
+ * valid step is used, as gptc_ckpt_find does). A path with nothing to load is GPTC_ERR_IO. */
+gptc_status gptc_weights_find(const char *path, gptc_weights_info *info);
+
 /* Loads the weights described by info into m, built with info->cfg (another shape or GELU form is
  * GPTC_ERR_STATE naming both). Tensors of other dtypes are converted to fp32; wte's padding rows
  * are zero afterwards. */
