@@ -394,6 +394,10 @@ static gptc_status load_llmc(const gptc_weights_info *info, gptc_model *m) {
     void *map = fstat(fd, &sb) == 0 ? mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     close(fd);
     if (map == MAP_FAILED) return gptc_fail(GPTC_ERR_IO, "%s: cannot map: %s", info->file, strerror(errno));
+    if ((size_t)sb.st_size < LLMC_HEADER_INTS * 4) { /* the file changed since it was probed */
+        munmap(map, (size_t)sb.st_size);
+        return gptc_fail(GPTC_ERR_FORMAT, "%s: llm.c header cut short (%zu bytes)", info->file, (size_t)sb.st_size);
+    }
     gptc_weights_info again;
     gptc_status st = probe_llmc(info->file, map, (size_t)sb.st_size, &again); /* the file may have changed */
     if (!st) st = check_same_config(info->file, &again.cfg, &m->cfg);
