@@ -242,6 +242,17 @@ TEST(interop_train_init) {
     CHECK_MSG(out && strstr(out, "--model gpt2"), "%s", out);
     free(out);
 
+    /* a Hugging Face folder holds no training state: --ckpt on it is refused, pointing to --init */
+    char hf[700], f[800];
+    test_dir("interop-", "init/hf-copy", hf, sizeof hf);
+    copy_patched(FIX "/hf/config.json", test_path(f, sizeof f, "%s/config.json", hf), 0, NULL, 0, 0);
+    copy_patched(FIX "/hf/model.safetensors", test_path(f, sizeof f, "%s/model.safetensors", hf), 0, NULL, 0, 0);
+    snprintf(cmd, sizeof cmd, "%s train --ckpt %s --layers 2 --heads 4 --channels 64 --context 32 --vocab 130 "
+             "--data %s --steps 1 --threads 2", test_gptc_bin(), hf, data);
+    CHECK_EQ_INT(test_run(cmd, &out), 2);
+    CHECK_MSG(out && strstr(out, "--init"), "%s", out);
+    free(out);
+
     snprintf(ck, sizeof ck, "%s/run", d);
     snprintf(cmd, sizeof cmd,
              "%s train --init " FIX "/hf_prefixed --data %s --batch 2 --seq 16 --steps 1 --lr 1e-12 --weight-decay 0 "
