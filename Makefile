@@ -88,11 +88,13 @@ test: setup
 	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/gptc_tests $(EXAMPLES)
 	$(BUILD)/gptc_tests
 
-# Regenerates the PyTorch reference fixtures, tanh and erf GELU (needs Debian's python3-torch).
+# Regenerates the PyTorch reference fixtures, tanh and erf GELU, and the Hugging Face / llm.c weight
+# files of tests/test_interop.c (needs Debian's python3-torch).
 fixtures: setup
 	@sh tools/setup.sh --torch
 	/usr/bin/python3 tools/make_torch_fixture.py tests/fixtures/gpt2_tiny_torch.safetensors
 	/usr/bin/python3 tools/make_torch_fixture.py --gelu erf tests/fixtures/gpt2_tiny_torch_erf.safetensors
+	/usr/bin/python3 tools/make_interop_fixtures.py tests/fixtures/interop
 
 bench: setup
 	@sh tools/setup.sh --bench

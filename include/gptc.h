@@ -108,6 +108,9 @@ typedef struct gptc_train_options {
     float clip;            /* global gradient-norm clip (0: off) */
     uint64_t seed;
     int shuffle;           /* 1: shuffle windows each epoch; 0: sequential */
+    const char *init;      /* start from these weights (a checkpoint, a Hugging Face GPT-2 folder or an llm.c
+                            * .bin; model must equal their config) instead of a random init; NULL: random.
+                            * A run that resumes from ckpt_dir ignores it */
     const char *ckpt_dir;  /* NULL: no checkpoints */
     int ckpt_every;        /* steps between checkpoints (0: only at the end) */
     int keep;              /* checkpoints kept in ckpt_dir (>= 1) */

@@ -7,7 +7,7 @@
 
 #define F(field) offsetof(gptc_sample_options, field)
 static const gptc_option g_sample_opts[] = {
-    {"ckpt", OPT_STRING, F(ckpt), "DIR", "checkpoint folder (its newest step) or one step folder", 0, 0},
+    {"ckpt", OPT_STRING, F(ckpt), "PATH", "checkpoint folder (its newest step), one step folder, a Hugging Face GPT-2 folder (config.json + model.safetensors) or an llm.c .bin", 0, 0},
     {"prompt", OPT_STRING, F(prompt), "TEXT", "text to continue (default: start a new document)", 0, 0},
     {"tokens", OPT_INT, F(tokens), "N", "new tokens to generate", 1, 1 << 20},
     {"temperature", OPT_FLOAT, F(temperature), "X", "softmax temperature (0: greedy)", 0, 100},
@@ -19,7 +19,7 @@ static const gptc_option g_sample_opts[] = {
 #undef F
 
 static const gptc_command_spec g_sample_cmd = {
-    "sample", "gptc sample --ckpt DIR [--prompt TEXT] [options]",
+    "sample", "gptc sample --ckpt PATH [--prompt TEXT] [options]",
     "Generates text from a checkpoint with a KV cache (one incremental step per token).",
     g_sample_opts, sizeof g_sample_opts / sizeof g_sample_opts[0], NULL,
 };

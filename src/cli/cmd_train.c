@@ -9,6 +9,7 @@
 #include "io/io.h"
 #include "kernels/kernels.h"
 #include "train/profile_report.h"
+#include "train/weights.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -64,6 +65,7 @@ static const gptc_option g_train_opts[] = {
     {"clip", OPT_FLOAT, F(t.clip), "X", "clip the global gradient norm to X (0: off)", 0, BIG},
     {"seed", OPT_U64, F(t.seed), "N", "seed for initialisation and data order", 0, 0},
     {"sequential", OPT_FLAG, F(sequential), "", "read windows in order instead of shuffling each epoch", 0, 0},
+    {"init", OPT_STRING, F(t.init), "PATH", "start from these weights instead of a random init: a gptc checkpoint, a Hugging Face GPT-2 folder (config.json + model.safetensors) or an llm.c .bin; the model's shape and --gelu come from them (a shape or --gelu flag that differs is refused); ignored when --ckpt resumes", 0, 0},
     {"ckpt", OPT_STRING, F(t.ckpt_dir), "DIR", "checkpoint folder; resumes from its newest checkpoint", 0, 0},
     {"ckpt-every", OPT_INT, F(t.ckpt_every), "N", "steps between checkpoints (0: only at the end)", 0, 1e9},
     {"keep", OPT_INT, F(t.keep), "K", "checkpoints kept", 1, 1e6},
@@ -484,6 +486,31 @@ static int usage_error(void) {
     return 2;
 }
 
+/* --init: the model's config comes from the weights; a shape or --gelu flag given with it must agree */
+static gptc_status init_config(train_cli *c, const bool *given) {
+    gptc_weights_info info;
+    gptc_status st = gptc_weights_find(c->t.init, &info);
+    if (st) return gptc_fail_prefix(st, "--init");
+    const gptc_model_config *w = &info.cfg, *a = &c->t.model;
+    const char *flags[] = {"layers", "heads", "channels", "context", "vocab"};
+    const int have[] = {w->layers, w->heads, w->channels, w->context, w->vocab};
+    const int asked[] = {a->layers, a->heads, a->channels, a->context, a->vocab};
+    bool preset = given_flag(given, "model");
+    for (int j = 0; j < 5; j++) {
+        bool flag = given_flag(given, flags[j]);
+        if ((flag || (preset && asked[j] != 0)) && have[j] != asked[j])
+            return gptc_fail(GPTC_ERR_ARG, "--init %s: the weights have %s=%d but %s%s asks for %s=%d; drop the flag "
+                             "(the weights set the model's shape)",
+                             c->t.init, flags[j], have[j], flag ? "--" : "--model ", flag ? flags[j] : c->model,
+                             flags[j], asked[j]);
+    }
+    if (given_flag(given, "gelu") && w->gelu != a->gelu)
+        return gptc_fail(GPTC_ERR_ARG, "--init %s: the weights use --gelu %s but --gelu %s was given; drop --gelu",
+                         c->t.init, gptc_gelu_name(w->gelu), gptc_gelu_name(a->gelu));
+    c->t.model = *w;
+    return GPTC_OK;
+}
+
 static int run_train(int argc, char **argv) {
     train_cli c, d;
     defaults(&c);
@@ -514,6 +541,7 @@ static int run_train(int argc, char **argv) {
         return usage_error();
     }
     c.t.shuffle = !c.sequential;
+    if (c.t.init && init_config(&c, given)) return usage_error();
 
     /* without --seq, train on the model's whole context (positions never trained sample badly) */
     if (!given_flag(given, "seq")) c.t.seq = c.t.model.context;

@@ -5,6 +5,7 @@
 
 int gptc_cmd_train(int argc, char **argv);
 int gptc_cmd_sample(int argc, char **argv);
+int gptc_cmd_export(int argc, char **argv);
 int gptc_cmd_prepare(int argc, char **argv);
 int gptc_cmd_info(int argc, char **argv);
 int gptc_cmd_tokenize(int argc, char **argv);

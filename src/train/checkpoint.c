@@ -1,6 +1,7 @@
 /* checkpoint.c — saving, finding and loading checkpoint folders (see checkpoint.h). */
 #include "train/checkpoint.h"
 #include "io/io.h"
+#include "train/weights.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -18,18 +19,6 @@
 #define OPTIM_FILE "optim.safetensors"
 #define CONFIG_FILE "config.json"
 #define GUARD_TENSOR "gptc.guard"
-
-/* ---- the GELU form: "gptc.gelu" in the metadata (the --gelu name), activation_function in config.json */
-
-/* Hugging Face's activation_function for each gptc_gelu_kind */
-static const char *hf_activation(gptc_gelu_kind g) {
-    switch (g) {
-    case GPTC_GELU_KIND_TANH: return "gelu_new";
-    case GPTC_GELU_KIND_ERF: return "gelu";
-    case GPTC_GELU_KIND_SIGMOID: return "quick_gelu";
-    }
-    return "gelu_new";
-}
 
 /* ---- metadata helpers */
 
@@ -95,30 +84,6 @@ static gptc_status meta_int(const gptc_st_file *f, const char *key, int *out) {
 }
 
 /* ---- saving */
-
-static gptc_status write_hf_config(const char *path, const gptc_model_config *c) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
-    cJSON_AddStringToObject(o, "model_type", "gpt2");
-    cJSON_AddNumberToObject(o, "n_layer", c->layers);
-    cJSON_AddNumberToObject(o, "n_head", c->heads);
-    cJSON_AddNumberToObject(o, "n_embd", c->channels);
-    cJSON_AddNumberToObject(o, "n_positions", c->context);
-    cJSON_AddNumberToObject(o, "n_ctx", c->context);
-    cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
-    cJSON_AddNumberToObject(o, "layer_norm_epsilon", 1e-5);
-    cJSON_AddStringToObject(o, "activation_function", hf_activation(c->gelu));
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", 1);
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!text) return gptc_fail(GPTC_ERR_NOMEM, "%s: cannot format config", path);
-    const void *parts[1] = {text};
-    size_t lens[1] = {strlen(text)};
-    gptc_status st = gptc_file_write_atomic(path, parts, lens, 1);
-    free(text);
-    return st;
-}
 
 /* tensors of the model (prefix "") or of a moment buffer (prefix "exp_avg." ...) as entries */
 static void fill_entries(const gptc_model *m, const float *base, const char *prefix, char (*names)[64],
@@ -213,13 +178,7 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mo
         st = gptc_fail(GPTC_ERR_NOMEM, "%s: out of memory", final);
         goto done;
     }
-    meta_list ml = {0};
-    meta_config(&ml, &m->cfg, s->tokenizer);
-    fill_entries(m, m->params, "", names, e);
-    snprintf(path, sizeof path, "%s/" MODEL_FILE, tmp);
-    if ((st = gptc_st_write(path, e, n, ml.keys, ml.vptr, ml.n))) goto done;
-    snprintf(path, sizeof path, "%s/" CONFIG_FILE, tmp);
-    if ((st = write_hf_config(path, &m->cfg))) goto done;
+    if ((st = gptc_weights_write_hf(tmp, m, s->tokenizer, GPTC_F32, false))) goto done;
     if (mom && vel) {
         meta_list ol = {0};
         meta_config(&ol, &m->cfg, s->tokenizer);
@@ -305,33 +264,12 @@ done:
 /* ---- finding and loading */
 
 gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, char *tokenizer, size_t cap) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/" MODEL_FILE, step_dir);
-    gptc_st_file f = {0};
-    gptc_status st = gptc_st_open(&f, path);
+    gptc_weights_info info;
+    gptc_status st = gptc_weights_probe(step_dir, &info);
     if (st) return st;
-    if ((st = meta_int(&f, "gptc.layers", &cfg->layers)) || (st = meta_int(&f, "gptc.heads", &cfg->heads)) ||
-        (st = meta_int(&f, "gptc.channels", &cfg->channels)) || (st = meta_int(&f, "gptc.context", &cfg->context)) ||
-        (st = meta_int(&f, "gptc.vocab", &cfg->vocab)))
-        goto done;
-    /* checkpoints written before the form was recorded are GPT-2's tanh form */
-    const char *gelu = gptc_st_meta(&f, "gptc.gelu");
-    cfg->gelu = GPTC_GELU_KIND_TANH;
-    if (gelu && gptc_gelu_from_name(gelu, &cfg->gelu) != GPTC_OK) {
-        st = gptc_fail(GPTC_ERR_FORMAT, "%s: metadata gptc.gelu=\"%s\" is not a GELU form (tanh, erf or sigmoid)", path, gelu);
-        goto done;
-    }
-    if ((st = gptc_model_config_check(cfg))) {
-        st = gptc_fail_prefix(GPTC_ERR_FORMAT, "%s: bad model config in metadata", path);
-        goto done;
-    }
-    if (tokenizer) {
-        const char *t = gptc_st_meta(&f, "gptc.tokenizer");
-        snprintf(tokenizer, cap, "%s", t ? t : "");
-    }
-done:
-    gptc_st_close(&f);
-    return st;
+    *cfg = info.cfg;
+    if (tokenizer) snprintf(tokenizer, cap, "%s", info.tokenizer);
+    return GPTC_OK;
 }
 
 /* The folder's config.json (what other tools load the folder by) must be a JSON object naming the
@@ -355,7 +293,7 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
     *found = false;
     char probe[4096];
     snprintf(probe, sizeof probe, "%s/" MODEL_FILE, dir);
-    if (gptc_is_file(probe)) {
+    if (gptc_is_file(probe) || gptc_is_file(dir)) { /* one step folder, weights folder or weights file */
         snprintf(path, cap, "%s", dir);
         *found = true;
         return GPTC_OK;
@@ -411,21 +349,6 @@ static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, cons
     return GPTC_OK;
 }
 
-static gptc_status check_same_config(const char *path, const gptc_model_config *a, const gptc_model_config *b) {
-    if (a->layers == b->layers && a->heads == b->heads && a->channels == b->channels && a->context == b->context &&
-        a->vocab == b->vocab) {
-        if (a->gelu == b->gelu) return GPTC_OK;
-        return gptc_fail(GPTC_ERR_STATE, "%s: checkpoint was trained with --gelu %s but the model uses --gelu %s; use "
-                         "--gelu %s or another --ckpt folder",
-                         path, gptc_gelu_name(a->gelu), gptc_gelu_name(b->gelu), gptc_gelu_name(a->gelu));
-    }
-    return gptc_fail(GPTC_ERR_STATE,
-                     "%s: checkpoint is layers=%d heads=%d channels=%d context=%d vocab=%d but the run asks for "
-                     "layers=%d heads=%d channels=%d context=%d vocab=%d; use matching flags or another --ckpt folder",
-                     path, a->layers, a->heads, a->channels, a->context, a->vocab, b->layers, b->heads, b->channels,
-                     b->context, b->vocab);
-}
-
 gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, float *vel, gptc_trainer_state *s) {
     return gptc_ckpt_load_range(step_dir, m, mom, vel, 0, m->num_floats, s);
 }
@@ -433,18 +356,16 @@ gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, floa
 gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, float *mom, float *vel, size_t lo, size_t hi,
                                  gptc_trainer_state *s) {
     char path[4096];
-    gptc_model_config cfg;
-    char tok[32];
-    gptc_status st = gptc_ckpt_read_config(step_dir, &cfg, tok, sizeof tok);
+    gptc_weights_info info;
+    gptc_status st = gptc_weights_probe(step_dir, &info);
     if (st) return st;
-    if ((st = check_same_config(step_dir, &cfg, &m->cfg))) return st;
-    snprintf(path, sizeof path, "%s/" MODEL_FILE, step_dir);
-    gptc_st_file f = {0};
-    if ((st = gptc_st_open(&f, path))) return st;
-    memset(m->params, 0, m->num_floats * sizeof(float));
-    st = load_tensors(&f, m, "", m->params, 0, m->num_floats);
-    gptc_st_close(&f);
+    if (mom && info.format != GPTC_WEIGHTS_GPTC)
+        return gptc_fail(GPTC_ERR_STATE, "%s: %s weights without a training state, not a checkpoint to resume; start "
+                         "from them with --init %s and a new --ckpt folder",
+                         step_dir, gptc_weights_format_name(info.format), step_dir);
+    st = gptc_weights_load(&info, m);
     if (st || !mom) return st;
+    gptc_st_file f = {0};
     snprintf(path, sizeof path, "%s/" OPTIM_FILE, step_dir);
     if ((st = gptc_st_open(&f, path))) return st;
     memset(mom, 0, (hi - lo) * sizeof(float));
@@ -469,7 +390,7 @@ gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, float *mom
         (st = meta_int(&f, "gptc.seq", &s->seq)) || (st = meta_u64(&f, "gptc.total_batch", &total)))
         goto done;
     s->total_batch = (long)total;
-    snprintf(s->tokenizer, sizeof s->tokenizer, "%s", tok);
+    snprintf(s->tokenizer, sizeof s->tokenizer, "%s", info.tokenizer);
     /* the step guard's state; checkpoints from before it had none: scale 1, no window */
     float *guard = s->guard;
     size_t cap = s->guard_len;

@@ -41,15 +41,18 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mo
 
 /* Finds the newest step folder in dir whose model file opens and verifies; older valid ones are
  * the fallback when a newer one is damaged (a warning names it). *found false when none. If dir
- * itself is a step folder it is returned. */
+ * itself is a step folder, or any folder holding model.safetensors (a Hugging Face GPT-2 folder),
+ * or a file (an llm.c .bin, a .safetensors), it is returned as it is. */
 gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found);
 
 /* Reads the model configuration (shape and GELU form; a checkpoint that does not record the form
- * is tanh, GPT-2's) and tokenizer name from a step folder. */
+ * is tanh, GPT-2's) and tokenizer name from a step folder, or from anything gptc_weights_probe
+ * (train/weights.h) reads. */
 gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, char *tokenizer, size_t cap);
 
 /* Loads the weights into m (initialised with the same config; a different shape or GELU form is
- * refused naming both) and, when mom/vel/s are non-NULL, the optimizer moments and trainer state. */
+ * refused naming both) and, when mom/vel/s are non-NULL, the optimizer moments and trainer state
+ * (which only a gptc checkpoint has: weights from elsewhere are refused there, pointing to --init). */
 gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, float *vel, gptc_trainer_state *s);
 /* The same, but mom and vel hold only floats [lo, hi) of the arena (a ZeRO-1 shard; mom[0] is float
  * lo): each tensor's piece inside the range is loaded, the rest of the file is skipped. */

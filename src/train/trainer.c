@@ -18,6 +18,7 @@
 #include "optim/hparam.h"
 #include "train/checkpoint.h"
 #include "train/guard.h"
+#include "train/weights.h"
 #include "train/profile_report.h"
 #include "train/sampler.h"
 
@@ -454,6 +455,23 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
     if (o.data && (st = gptc_data_meta_read(o.data, &meta, &has_meta))) return gptc_fail_prefix(st, "--data");
     if (o.model.vocab == 0) o.model.vocab = op->model.vocab = has_meta ? meta.vocab : 50257;
     if ((st = gptc_model_config_check(&o.model)) || (st = check_options(&o, t->world))) return st;
+    /* --init: weights in any format gptc reads; their config is the model's (the CLI sets it from them) */
+    gptc_weights_info init;
+    if (o.init) {
+        if ((st = gptc_weights_find(o.init, &init))) return gptc_fail_prefix(st, "--init");
+        if (memcmp(&init.cfg, &o.model, sizeof init.cfg) != 0)
+            return gptc_fail(GPTC_ERR_STATE,
+                             "--init %s: holds a model with layers=%d heads=%d channels=%d context=%d vocab=%d gelu=%s, "
+                             "but this run asks for layers=%d heads=%d channels=%d context=%d vocab=%d gelu=%s; drop "
+                             "the shape flags (the weights set them)",
+                             o.init, init.cfg.layers, init.cfg.heads, init.cfg.channels, init.cfg.context, init.cfg.vocab,
+                             gptc_gelu_name(init.cfg.gelu), o.model.layers, o.model.heads, o.model.channels,
+                             o.model.context, o.model.vocab, gptc_gelu_name(o.model.gelu));
+        if (has_meta && init.tokenizer[0] && meta.tokenizer[0] && strcmp(init.tokenizer, meta.tokenizer) != 0)
+            return gptc_fail(GPTC_ERR_STATE, "--init %s: weights for %s tokens but --data %s holds %s tokens; prepare "
+                             "the data with --tokenizer %s",
+                             o.init, init.tokenizer, o.data, meta.tokenizer, init.tokenizer);
+    }
     if ((st = check_data_tokenizer("--data", o.data, &o.model)) ||
         (o.val_data && (st = check_data_tokenizer("--val-data", o.val_data, &o.model))))
         return st;
@@ -572,11 +590,15 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
                                     t->bounds)))
             return st;
     }
+    if (resuming && o.init && t->rank == 0) gptc_log("--init %s: not used, the run resumes from %s", o.init, resume);
     if (resuming) {
         gptc_trainer_state saved;
         if ((st = load_position(t, resume, &saved))) return st;
         if (t->rank == 0) warn_changes(resume, &saved, &t->state);
         if (!t->state.tokenizer[0]) snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", saved.tokenizer);
+    } else if (o.init) {
+        if ((st = gptc_weights_load(&init, m))) return gptc_fail_prefix(st, "--init");
+        if (!t->state.tokenizer[0]) snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", init.tokenizer);
     } else {
         gptc_model_init_weights(m, o.seed);
     }
