@@ -33,14 +33,14 @@ SAME_TYPE(attention_bwd);
 enum { OP_GELU_FWD, OP_GELU_BWD, OP_LN_FWD, OP_LN_BWD, OP_RES_LN_FWD, OP_LN_BWD_RES, OP_ATT_FWD, OP_ATT_BWD, NOPS };
 
 const gptc_op_info gptc_op_infos[NOPS] = {
-    [OP_GELU_FWD] = {"gelu_fwd", 1e-5, "runs with --gelu tanh (the default)"},
-    [OP_GELU_BWD] = {"gelu_bwd", 1e-5, "runs with --gelu tanh (the default)"},
-    [OP_LN_FWD] = {"layernorm_fwd", 2e-5, "runs always (fused: block 0's ln_1 and the block recompute; --no-fusion: every LayerNorm)"},
-    [OP_LN_BWD] = {"layernorm_bwd", 1e-4, "runs only with --no-fusion"},
-    [OP_RES_LN_FWD] = {"residual_layernorm_fwd", 2e-5, "runs only without --no-fusion"},
-    [OP_LN_BWD_RES] = {"layernorm_bwd_residual", 1e-4, "runs only without --no-fusion"},
-    [OP_ATT_FWD] = {"attention_fwd", 1e-4, "runs only with --naive-attention"},
-    [OP_ATT_BWD] = {"attention_bwd", 1e-4, "runs only with --naive-attention"},
+    [OP_GELU_FWD] = {"gelu_fwd", 1e-5, "only with --gelu tanh, the default"},
+    [OP_GELU_BWD] = {"gelu_bwd", 1e-5, "only with --gelu tanh, the default"},
+    [OP_LN_FWD] = {"layernorm_fwd", 2e-5, "in every run (fused: block 0's ln_1 and the block recompute; --no-fusion: every LayerNorm)"},
+    [OP_LN_BWD] = {"layernorm_bwd", 1e-4, "only with --no-fusion"},
+    [OP_RES_LN_FWD] = {"residual_layernorm_fwd", 2e-5, "only without --no-fusion"},
+    [OP_LN_BWD_RES] = {"layernorm_bwd_residual", 1e-4, "only without --no-fusion"},
+    [OP_ATT_FWD] = {"attention_fwd", 1e-4, "only with --naive-attention"},
+    [OP_ATT_BWD] = {"attention_bwd", 1e-4, "only with --naive-attention"},
 };
 const int gptc_op_ninfos = NOPS;
 
@@ -429,7 +429,7 @@ static gptc_status load_one(gptc_op_plugins *s, const char *path, const gptc_op_
         }
         if (!op_runs(op, r)) {
             if (!r->quiet)
-                gptc_warn("--op-plugin %s: %s (%s) is not used by this run (it %s); skipped", path, name, im->name,
+                gptc_warn("--op-plugin %s: %s (%s) is not called by this run (it runs %s); skipped", path, name, im->name,
                           gptc_op_infos[op].runs_when);
             continue;
         }

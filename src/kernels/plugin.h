@@ -29,7 +29,7 @@ typedef struct gptc_op_run {
 typedef struct gptc_op_info {
     const char *name;       /* "gelu_fwd" */
     double tol;
-    const char *runs_when;  /* which runs call it, for messages and docs */
+    const char *runs_when;  /* which runs call it ("only with --no-fusion"), for messages */
 } gptc_op_info;
 extern const gptc_op_info gptc_op_infos[];
 extern const int gptc_op_ninfos;
