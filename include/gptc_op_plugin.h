@@ -97,7 +97,7 @@ typedef struct gptc_op_plugin {
     const gptc_op_impl *impls;   /* [nimpls], each operator at most once */
 } gptc_op_plugin;
 
-/* The one symbol gptc looks up. host_abi_version is the GPTC_OP_ABI_VERSION gptc was built with; a
+/* The one symbol gptc looks up; its name and signature stay the same in every version. host_abi_version is the GPTC_OP_ABI_VERSION gptc was built with; a
  * plugin may return NULL to decline a version it does not speak. The result must stay valid while the
  * library is loaded (gptc keeps it loaded until the process ends). */
 #define GPTC_OP_PLUGIN_ENTRY "gptc_op_plugin_entry"

@@ -232,7 +232,7 @@ static void run_probe(probe *p, int op, gptc_op_fn fn, const gptc_op_run *r, con
         return;
     }
     if (op == OP_ATT_FWD || op == OP_ATT_BWD) {
-        int B = c->n_multiple > 1 && c->n_multiple < r->B ? (int)c->n_multiple : 1, T = r->T, NH = r->NH;
+        int B = c->n_multiple > 1 ? (int)c->n_multiple : 1, T = r->T, NH = r->NH; /* the contract held: B divides */
         size_t btc = (size_t)B * T * C, att = (size_t)B * NH * T * T;
         float *qkv = rnd(p, 3 * btc, -1, 1), *dout = rnd(p, btc, -1, 1);
         float *out_r = buf(p, btc), *pre_r = buf(p, att), *att_r = buf(p, att);
