@@ -29,7 +29,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TRAIN_ARGS ?= --sample-every 800
 RUN_DIR    ?= runs/shakespeare
 
-.PHONY: all setup train test fixtures bench clean
+.PHONY: all setup train test fixtures bench clean examples
 all: $(BUILD)/gptc
 
 setup:
@@ -57,11 +57,28 @@ $(BUILD)/libgptc_cli.a: $(CLI_OBJ)
 $(BUILD)/gptc: $(BUILD)/src/cli/main.o $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/gptc_tests: $(TEST_OBJ) $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a
+# Programs that embed libgptc (examples/ but the plugin), built by `make test`, which runs them.
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(filter-out examples/op_plugin_%,$(wildcard examples/*.c)))
+# The example operator plugin (examples/op_plugin_gelu.c) as gptc users build one: only the public
+# header, -shared -fPIC; its -D variants are the plugins tests/test_plugin.c expects gptc to refuse.
+PLUGIN_FLAGS := $(OPT) -g -fno-math-errno -std=c11 -Wall -Wextra -fopenmp -fPIC -shared -Iinclude
+PLUGIN_VARIANTS := wrong:WRONG bad_abi:BAD_ABI unknown_op:UNKNOWN_OP contract:CONTRACT no_entry:NO_ENTRY
+EXAMPLE_SO := $(BUILD)/examples/op_plugin_gelu.so \
+              $(foreach v,$(PLUGIN_VARIANTS),$(BUILD)/examples/op_plugin_gelu_$(firstword $(subst :, ,$(v))).so)
+examples: $(EXAMPLE_SO) $(EXAMPLES)
+
+$(BUILD)/examples/op_plugin_gelu.so: examples/op_plugin_gelu.c include/gptc_op_plugin.h
+	@mkdir -p $(dir $@)
+	$(CC) $(PLUGIN_FLAGS) $< -o $@
+
+$(BUILD)/examples/op_plugin_gelu_%.so: examples/op_plugin_gelu.c include/gptc_op_plugin.h
+	@mkdir -p $(dir $@)
+	$(CC) $(PLUGIN_FLAGS) -D$(lastword $(subst :, ,$(filter $*:%,$(PLUGIN_VARIANTS)))) $< -o $@
+
+# The tests load the example plugins from beside the test binary (build/examples/).
+$(BUILD)/gptc_tests: $(TEST_OBJ) $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a | $(EXAMPLE_SO)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-# Programs that embed libgptc (examples/), built by `make test`, which runs them.
-EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 $(EXAMPLES): $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libgptc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -152,6 +152,9 @@ typedef struct gptc_train_options {
                             * the spans stay in memory for the CLI's table (train/profile_report.h) */
     int profile_from, profile_to; /* with profile: record steps from..to (1-based, inclusive; 0: the first / the last),
                             * so a long run keeps only a window of spans in memory */
+    /* custom operators (include/gptc_op_plugin.h, docs/extending.md) */
+    const char *op_plugins; /* shared libraries, paths separated by ',' or ':' (NULL: none); each operator the run
+                             * calls is checked against the reference at the run's shapes before the first step */
 } gptc_train_options;
 
 void gptc_train_options_default(gptc_train_options *o);

@@ -8,6 +8,7 @@
 #include "dist/dist.h"
 #include "io/io.h"
 #include "kernels/kernels.h"
+#include "kernels/plugin.h"
 #include "train/profile_report.h"
 #include "train/weights.h"
 
@@ -99,6 +100,7 @@ static const gptc_option g_train_opts[] = {
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
     {"profile", OPT_STRING, F(t.profile), "FILE", "write a Chrome trace-event timeline of every operator (open it in Perfetto or chrome://tracing) to FILE.json and print a per-operator table at the end", 0, 0},
     {"profile-steps", OPT_STRING, F(profile_steps), "A:B", "with --profile: record only steps A to B (1-based, inclusive; B 0 or empty: to the end), so a long run keeps a window of spans in memory", 0, 0},
+    {"op-plugin", OPT_LIST, F(t.op_plugins), "LIB.so", "custom operators from a shared library built against include/gptc_op_plugin.h (repeat the flag or separate with ','; GPTC_OP_PLUGINS adds ':'-separated ones); each operator the run calls is checked against the reference at the run's shapes before the first step, and the run refuses a plugin that disagrees", 0, 0},
     {"log", OPT_STRING, F(log), "FILE", "append the run as JSON lines to FILE: a start record, then one per step (default with --ckpt: DIR/log.jsonl)", 0, 0},
     {"pin", OPT_FLAG, F(pin), "", "bind each OpenMP thread to its own core (one per physical core first)", 0, 0},
 };
@@ -261,6 +263,7 @@ static int on_start(progress *p, const gptc_step_info *in) {
                world > 1 ? " per rank x ranks" : "", in->tokens_per_update,
                gptc_precision_name(t->dtype), gptc_recompute_name(t->recompute), gptc_kernels_get()->variant,
                p->threads, pinned);
+        if (*gptc_op_plugins_active()) printf("op plugins: %s\n", gptc_op_plugins_active());
         if (p->peak > 0)
             printf("MFU against the %s peak %.1f GFLOP/s on %d threads%s (%s), %.3g model FLOPs/token\n", p->peak_kind,
                    p->peak, p->threads, world > 1 ? " x ranks" : "", cached ? "cached" : "measured now", p->flops);
@@ -542,6 +545,16 @@ static int run_train(int argc, char **argv) {
     }
     c.t.shuffle = !c.sequential;
     if (c.t.init && init_config(&c, given)) return usage_error();
+    const char *env_plugins = getenv("GPTC_OP_PLUGINS"); /* after the flag's, ':'-separated */
+    if (env_plugins && *env_plugins) {
+        char *all = malloc((c.t.op_plugins ? strlen(c.t.op_plugins) + 1 : 0) + strlen(env_plugins) + 1);
+        if (!all) {
+            gptc_fail(GPTC_ERR_NOMEM, "GPTC_OP_PLUGINS: out of memory");
+            return usage_error();
+        }
+        sprintf(all, "%s%s%s", c.t.op_plugins ? c.t.op_plugins : "", c.t.op_plugins ? "," : "", env_plugins);
+        c.t.op_plugins = all; /* lives as long as the process */
+    }
 
     /* without --seq, train on the model's whole context (positions never trained sample badly) */
     if (!given_flag(given, "seq")) c.t.seq = c.t.model.context;

@@ -14,6 +14,7 @@ static const char *type_expect(gptc_opt_type t) {
     case OPT_U64: return "a non-negative integer";
     case OPT_FLOAT: return "a number";
     case OPT_STRING: return "a value";
+    case OPT_LIST: return "a value";
     case OPT_FLAG: return "no value";
     }
     return "a value";
@@ -61,6 +62,15 @@ static gptc_status set_value(const gptc_option *o, void *dst, const char *val) {
     case OPT_FLAG:
         *(int *)field = 1;
         return GPTC_OK;
+    case OPT_LIST: {
+        if (!*val) return gptc_fail(GPTC_ERR_ARG, "--%s: expected a non-empty value", o->name);
+        const char *was = *(const char **)field;
+        char *joined = malloc((was ? strlen(was) + 1 : 0) + strlen(val) + 1); /* kept: options live as long as argv */
+        if (!joined) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+        sprintf(joined, "%s%s%s", was ? was : "", was ? "," : "", val);
+        *(const char **)field = joined;
+        return GPTC_OK;
+    }
     }
     return GPTC_ERR_ARG;
 }
@@ -120,6 +130,7 @@ void gptc_options_help(FILE *f, const gptc_command_spec *cmd, const void *defaul
         case OPT_LONG: snprintf(def, sizeof def, " (default %ld)", *(const long *)field); break;
         case OPT_U64: snprintf(def, sizeof def, " (default %llu)", (unsigned long long)*(const uint64_t *)field); break;
         case OPT_FLOAT: snprintf(def, sizeof def, " (default %g)", *(const float *)field); break;
+        case OPT_LIST:
         case OPT_STRING: {
             const char *s = *(const char *const *)field;
             if (s && *s) snprintf(def, sizeof def, " (default %s)", s);

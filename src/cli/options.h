@@ -8,7 +8,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-typedef enum { OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_STRING, OPT_FLAG } gptc_opt_type;
+/* OPT_LIST: a string option that may be given again; the values are joined with ',' (into memory
+ * that lives until the process ends). */
+typedef enum { OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_STRING, OPT_FLAG, OPT_LIST } gptc_opt_type;
 
 typedef struct gptc_option {
     const char *name;  /* without the leading "--" */

@@ -6,7 +6,13 @@
 #include <stddef.h>
 
 #include "gptc.h" /* gptc_gelu_kind: the forms, as the model config names them */
+#include "kernels/kernels.h"
 
+/* out (n) = gelu_f(inp) with table k: the tanh form is k->gelu_fwd (a plugin's, when one replaced it),
+ * the other forms run at k's level (k->variant). The model calls these with its table m->k. */
+void gptc_gelu_fwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *out, const float *inp, size_t n);
+void gptc_gelu_bwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *dinp, const float *inp, const float *dout,
+                     size_t n);
 /* out (n) = gelu_f(inp), at the kernel level in use (gptc_kernels_get(): GPTC_KERNELS caps it) */
 void gptc_gelu_fwd_form(gptc_gelu_kind f, float *out, const float *inp, size_t n);
 /* dinp (n) += gelu_f'(inp) * dout */

@@ -23,6 +23,10 @@ typedef struct gptc_kernels {
      * gptc_gemm_scratch; NULL when gemm keeps no scratch (the reference). Set with gemm. */
     const struct gptc_gemm_isa *gemm_isa;
     const struct gptc_gemm_isa *gemm_bf16_isa; /* the same for gemm_bf16 */
+    /* NULL, or in a table with operators from a plugin (kernels/plugin.h) an array indexed by
+     * GPTC_KERNEL_SLOT(op): the profiler's span name of each replaced operator ("gelu_fwd[plugin:NAME]"),
+     * NULL for the others. forward.c names those operators' spans with it. */
+    const char *const *labels;
 
     /* out (B,T,C) = wte[inp] (V,C) + wpe[t] (maxT,C); inp (B,T) */
     void (*encoder_fwd)(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C);
@@ -101,6 +105,13 @@ typedef struct gptc_kernels {
     void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, float grad_scale, int t);
 } gptc_kernels;
+
+/* The index of operator `op` (a field name of gptc_kernels) in a table's labels, and the labels' length. */
+#define GPTC_KERNEL_SLOT(op) (offsetof(gptc_kernels, op) / sizeof(void *))
+#define GPTC_KERNEL_SLOTS (sizeof(gptc_kernels) / sizeof(void *))
+/* The span name of a call of operator `op` in table k: the plugin's label where one replaced it, else site. */
+#define GPTC_KERNEL_SPAN(k, op, site)                                                            \
+    ((k)->labels && (k)->labels[GPTC_KERNEL_SLOT(op)] ? (k)->labels[GPTC_KERNEL_SLOT(op)] : (site))
 
 /* The table in use: built once from the reference table, then overlaid with the AVX2+FMA entries
  * when the CPU and OS support them, then with the AVX-512 entries. GPTC_KERNELS=ref|avx2|avx512

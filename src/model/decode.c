@@ -51,7 +51,7 @@ const float *gptc_model_decode_step(const gptc_model *m, gptc_kv_cache *c, int t
         k->residual_fwd(c->x, c->x, c->tmp, C);
         k->layernorm_fwd(c->xn, &mean, &rstd, c->x, w->ln2w, w->ln2b, 1, C);
         k->gemm(0, 0, 1, 4 * C, C, c->xn, C, w->fcw, 4 * C, 0.0f, w->fcb, c->fch, 4 * C);
-        gptc_gelu_fwd_form(m->cfg.gelu, c->fch, c->fch, (size_t)4 * C);
+        gptc_gelu_fwd_k(k, m->cfg.gelu, c->fch, c->fch, (size_t)4 * C);
         k->gemm(0, 0, 1, C, 4 * C, c->fch, 4 * C, w->fcprojw, C, 0.0f, w->fcprojb, c->tmp, C);
         k->residual_fwd(c->x, c->x, c->tmp, C);
     }

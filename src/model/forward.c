@@ -13,7 +13,8 @@
  *
  * Every operator call is a span of the profiler (core/profile.h; nothing is recorded, and the cost
  * arguments are not evaluated, while it is off) named after the operator ("qkv.fwd", "qkv.dw.bwd",
- * ...), with its layer, its FLOPs and the bytes it moves; the passes are phase spans. */
+ * ...), with its layer, its FLOPs and the bytes it moves; the passes are phase spans. An operator a
+ * plugin replaced (kernels/plugin.h) is named by the table's label instead, "gelu_fwd[plugin:NAME]". */
 #include "model/gpt2.h"
 #include "core/profile.h"
 #include "kernels/attention.h"
@@ -81,7 +82,9 @@ static void linear_bwd(const gptc_model *m, const op_names *nm, int l, float *di
 static void residual_ln_fwd(const gptc_model *m, const char *name, int l, float *res, float *out, float *mean,
                             float *rstd, const float *a, const float *b, const float *w, const float *bias, int N,
                             int C) {
-    gptc_prof_begin(GPTC_PROF_FWD, name, l);
+    gptc_prof_begin(GPTC_PROF_FWD,
+                    m->fuse ? GPTC_KERNEL_SPAN(m->k, residual_layernorm_fwd, name) : GPTC_KERNEL_SPAN(m->k, layernorm_fwd, name),
+                    l);
     if (m->fuse) {
         m->k->residual_layernorm_fwd(res, out, mean, rstd, a, b, w, bias, N, C);
     } else {
@@ -96,7 +99,9 @@ static void residual_ln_fwd(const gptc_model *m, const char *name, int l, float 
 static void ln_bwd_residual(const gptc_model *m, const char *name, int l, float *dinp, float *dw, float *db,
                             const float *dskip, const float *dout, const float *inp, const float *w, const float *mean,
                             const float *rstd, int N, int C) {
-    gptc_prof_begin(GPTC_PROF_BWD, name, l);
+    gptc_prof_begin(GPTC_PROF_BWD,
+                    m->fuse ? GPTC_KERNEL_SPAN(m->k, layernorm_bwd_residual, name) : GPTC_KERNEL_SPAN(m->k, layernorm_bwd, name),
+                    l);
     if (m->fuse) {
         m->k->layernorm_bwd_residual(dinp, dw, db, dskip, dout, inp, w, mean, rstd, N, C);
     } else {
@@ -146,7 +151,7 @@ static float *block_input(const gptc_model *m, int l) { return l == 0 ? m->a.enc
 static void ln1_forward(gptc_model *m, int l, int BT) {
     const gptc_layer *w = &m->w.layer[l];
     int C = m->cfg.channels;
-    gptc_prof_begin(GPTC_PROF_FWD, "ln1.fwd", l);
+    gptc_prof_begin(GPTC_PROF_FWD, GPTC_KERNEL_SPAN(m->k, layernorm_fwd, "ln1.fwd"), l);
     m->k->layernorm_fwd(m->a.ln1[l], m->a.ln1_mean[l], m->a.ln1_rstd[l], block_input(m, l), w->ln1w, w->ln1b, BT, C);
     gptc_prof_end(EW_LN_FWD * (double)BT * C, F32 * (2.0 * BT * C + 2.0 * BT + 2.0 * C));
 }
@@ -158,7 +163,7 @@ static void attention_forward(gptc_model *m, int l, int B, int T) {
     gptc_acts *a = &m->a;
     double btc = (double)B * T * C, causal = (double)B * T * (T + 1) * C; /* B*NH*HS * T(T+1)/2 query-key pairs x 2 */
     if (m->naive_attention) {
-        gptc_prof_begin(GPTC_PROF_FWD, "attn.naive_fwd", l);
+        gptc_prof_begin(GPTC_PROF_FWD, GPTC_KERNEL_SPAN(m->k, attention_fwd, "attn.naive_fwd"), l);
         m->k->attention_fwd(a->atty[l], a->preatt[l], a->att[l], a->qkv[l], B, T, C, NH);
         gptc_prof_end(2 * causal, F32 * (4 * btc + (double)B * NH * T * (T + 1)));
     } else {
@@ -178,8 +183,9 @@ static void attention_forward(gptc_model *m, int l, int B, int T) {
 /* fch_gelu[l] (B,T,4C) = GELU(fch[l]) */
 static void gelu_forward(gptc_model *m, int l, int BT) {
     size_t n = (size_t)BT * 4 * m->cfg.channels;
-    gptc_prof_begin(GPTC_PROF_FWD, "gelu.fwd", l);
-    gptc_gelu_fwd_form(m->cfg.gelu, m->a.fch_gelu[l], m->a.fch[l], n);
+    bool tanh_form = m->cfg.gelu == GPTC_GELU_KIND_TANH; /* the form the table's gelu_fwd is */
+    gptc_prof_begin(GPTC_PROF_FWD, tanh_form ? GPTC_KERNEL_SPAN(m->k, gelu_fwd, "gelu.fwd") : "gelu.fwd", l);
+    gptc_gelu_fwd_k(m->k, m->cfg.gelu, m->a.fch_gelu[l], m->a.fch[l], n);
     gptc_prof_end(EW_GELU_FWD * (double)n, F32 * 2 * (double)n);
 }
 
@@ -278,8 +284,9 @@ static void body_backward(gptc_model *m, int B, int T) {
         const float *dbranch = drop_bwd(m, "mlp.dropout.bwd", DROP_MLP_RES, l, d->dln2, d->dres_out, btc);
         linear_bwd(m, &FCPROJ, l, d->dfch_gelu, lg->fcprojw, lg->fcprojb, dbranch, a->fch_gelu[l], lw->fcprojw, BT,
                    4 * C, C);
-        gptc_prof_begin(GPTC_PROF_BWD, "gelu.bwd", l);
-        gptc_gelu_bwd_form(m->cfg.gelu, d->dfch, a->fch[l], d->dfch_gelu, (size_t)BT * 4 * C);
+        gptc_prof_begin(GPTC_PROF_BWD,
+                        m->cfg.gelu == GPTC_GELU_KIND_TANH ? GPTC_KERNEL_SPAN(k, gelu_bwd, "gelu.bwd") : "gelu.bwd", l);
+        gptc_gelu_bwd_k(k, m->cfg.gelu, d->dfch, a->fch[l], d->dfch_gelu, (size_t)BT * 4 * C);
         gptc_prof_end(EW_GELU_BWD * 4.0 * btc, F32 * 4 * 4.0 * btc);
         linear_bwd(m, &FC, l, d->dln2, lg->fcw, lg->fcb, d->dfch, a->ln2[l], lw->fcw, BT, C, 4 * C);
         /* dres2 = dres_out (through the skip) + ln_2's backward */
@@ -289,7 +296,7 @@ static void body_backward(gptc_model *m, int B, int T) {
         dbranch = drop_bwd(m, "attn.dropout.bwd", DROP_ATTN_RES, l, d->dln2, d->dres2, btc);
         linear_bwd(m, &ATTPROJ, l, d->datty, lg->attprojw, lg->attprojb, dbranch, a->atty[l], lw->attprojw, BT, C, C);
         if (m->naive_attention) {
-            gptc_prof_begin(GPTC_PROF_BWD, "attn.naive_bwd", l);
+            gptc_prof_begin(GPTC_PROF_BWD, GPTC_KERNEL_SPAN(k, attention_bwd, "attn.naive_bwd"), l);
             k->attention_bwd(d->dqkv, d->dpreatt, d->datt, d->datty, a->qkv[l], a->att[l], B, T, C, NH);
             gptc_prof_end(4 * causal, F32 * (10.0 * btc + 1.5 * B * NH * T * (T + 1)));
         } else {

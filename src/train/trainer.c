@@ -19,6 +19,7 @@
 #include "train/checkpoint.h"
 #include "train/guard.h"
 #include "train/weights.h"
+#include "kernels/plugin.h"
 #include "train/profile_report.h"
 #include "train/sampler.h"
 
@@ -94,6 +95,7 @@ typedef struct trainer {
     /* --*-schedule (n 0: none) and the callbacks' overrides (NaN: none) */
     gptc_hparam_schedule lr_sched, drop_sched, attn_drop_sched, wd_sched;
     gptc_train_control ctl;
+    gptc_op_plugins *plugins; /* --op-plugin: the table with their operators (NULL: none) */
 } trainer;
 
 static gptc_status check_options(const gptc_train_options *o, int world) {
@@ -371,6 +373,7 @@ static void trainer_free(trainer *t) {
     gptc_guard_free(&t->guard);
     free(t->guard_buf);
     gptc_model_free(&t->model);
+    gptc_op_plugins_free(t->plugins);
     gptc_free(t->mom);
     gptc_free(t->vel);
     gptc_loader_close(&t->train);
@@ -563,6 +566,14 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
     m->precision = o.dtype;
     m->recompute = o.recompute;
     if ((st = gptc_model_alloc_train(m, o.batch, o.seq))) return st;
+    if (o.op_plugins && *o.op_plugins) { /* custom operators, validated at this run's shapes (kernels/plugin.h) */
+        gptc_op_run run = {.B = o.batch, .T = o.seq, .C = o.model.channels, .NH = o.model.heads, .gelu = o.model.gelu,
+                           .fuse = m->fuse, .naive_attention = m->naive_attention, .decode = o.sample_every > 0,
+                           .quiet = t->rank != 0};
+        if ((st = gptc_op_plugins_load(o.op_plugins, m->k, &run, &t->plugins))) return st;
+        m->k = gptc_op_plugins_table(t->plugins);
+        gptc_model_bind_kernels(m);
+    }
     size_t n = m->num_floats, share = n;
     t->lo = 0;
     t->hi = n;

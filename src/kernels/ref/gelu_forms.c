@@ -56,19 +56,26 @@ void gptc_gelu_ref_bwd(gptc_gelu_kind f, float *dinp, const float *inp, const fl
     else gptc_kernels_ref()->gelu_bwd(dinp, inp, dout, n);
 }
 
-/* The level in use is the kernel table's variant, so GPTC_KERNELS caps these forms too. */
-void gptc_gelu_fwd_form(gptc_gelu_kind f, float *out, const float *inp, size_t n) {
-    const gptc_kernels *k = gptc_kernels_get();
+/* The level is the table's variant, so GPTC_KERNELS caps these forms too. */
+void gptc_gelu_fwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *out, const float *inp, size_t n) {
     if (f == GPTC_GELU_KIND_TANH) k->gelu_fwd(out, inp, n);
     else if (strcmp(k->variant, "avx512") == 0) gptc_avx512_gelu_fwd(f, out, inp, n);
     else if (strcmp(k->variant, "avx2") == 0) gptc_avx2_gelu_fwd(f, out, inp, n);
     else gptc_gelu_ref_fwd(f, out, inp, n);
 }
 
-void gptc_gelu_bwd_form(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n) {
-    const gptc_kernels *k = gptc_kernels_get();
+void gptc_gelu_bwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *dinp, const float *inp, const float *dout,
+                     size_t n) {
     if (f == GPTC_GELU_KIND_TANH) k->gelu_bwd(dinp, inp, dout, n);
     else if (strcmp(k->variant, "avx512") == 0) gptc_avx512_gelu_bwd(f, dinp, inp, dout, n);
     else if (strcmp(k->variant, "avx2") == 0) gptc_avx2_gelu_bwd(f, dinp, inp, dout, n);
     else gptc_gelu_ref_bwd(f, dinp, inp, dout, n);
+}
+
+void gptc_gelu_fwd_form(gptc_gelu_kind f, float *out, const float *inp, size_t n) {
+    gptc_gelu_fwd_k(gptc_kernels_get(), f, out, inp, n);
+}
+
+void gptc_gelu_bwd_form(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n) {
+    gptc_gelu_bwd_k(gptc_kernels_get(), f, dinp, inp, dout, n);
 }
