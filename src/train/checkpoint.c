@@ -279,12 +279,14 @@ static gptc_status check_hf_config(const char *step_dir, const gptc_model_config
     st = GPTC_OK;
     for (size_t i = 0; i < sizeof f / sizeof f[0] && !st; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f[i].key);
-        if (v && (!cJSON_IsNumber(v) || v->valuedouble != f[i].want))
+        if (v && !cJSON_IsNumber(v))
+            st = gptc_fail(GPTC_ERR_FORMAT, "%s: %s is not a number; the checkpoint folder is damaged: use another "
+                           "checkpoint", path, f[i].key);
+        else if (v && v->valuedouble != f[i].want)
             st = gptc_fail(GPTC_ERR_FORMAT,
-                           "%s: %s is %s%g but model.safetensors holds %d; the checkpoint folder was edited or mixed "
+                           "%s: %s is %g but model.safetensors holds %d; the checkpoint folder was edited or mixed "
                            "up: use another checkpoint",
-                           path, f[i].key, cJSON_IsNumber(v) ? "" : "not a number: ", cJSON_IsNumber(v) ? v->valuedouble : 0,
-                           f[i].want);
+                           path, f[i].key, v->valuedouble, f[i].want);
     }
     cJSON_Delete(o);
     return st;
