@@ -220,11 +220,11 @@ TEST(mpi_checkpoints_resume_across_rank_counts) {
 
 TEST(mpi_bad_data_on_one_rank_stops_the_job) {
     if (!have_mpi()) return;
-    /* 2 ranks, batch 1, seq 8, windows in order: step 2's global batch is windows 2 and 3, and
-     * rank 1 reads window 3 (tokens 24..32); token 28 is out of the 256-token vocabulary */
+    /* 2 ranks, batch 1, seq 8: every id is checked before the first step, each rank its half of
+     * the tokens; token 150, in rank 1's half, is out of the 256-token vocabulary */
     uint16_t tok[200];
     for (int i = 0; i < 200; i++) tok[i] = (uint16_t)(i % 50 + 32);
-    tok[28] = 300;
+    tok[150] = 300;
     char shard[600], ck[600], cmd[4096], *out = NULL;
     snprintf(shard, sizeof shard, "%s/mpi-bad.bin", test_tmpdir());
     snprintf(ck, sizeof ck, "%s/mpi-bad-ck", test_tmpdir());

@@ -29,12 +29,30 @@ static const gptc_command_spec g_tokenize_cmd = {
     g_tokenize_opts, sizeof g_tokenize_opts / sizeof g_tokenize_opts[0], "TEXT...",
 };
 
-/* the text of one token, with control bytes and quotes escaped so every piece shows */
+/* The length of the well-formed UTF-8 character at s[0..n) (1..4), or 0 if it is not one. */
+static int utf8_char_len(const unsigned char *s, int n) {
+    int len = s[0] < 0x80 ? 1 : s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+              : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    if (!len || len > n) return 0;
+    for (int i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F) || (s[0] == 0xF0 && s[1] < 0x90) ||
+        (s[0] == 0xF4 && s[1] > 0x8F))
+        return 0; /* overlong, surrogate or beyond U+10FFFF */
+    return len;
+}
+
+/* the text of one token, with control bytes, quotes and bytes that are not UTF-8 (GPT-2 tokens may
+ * hold part of a character, and the input any bytes) escaped, so every piece shows as what it is */
 static void print_piece(const char *s, int n) {
     putchar('"');
     for (int i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '\n') fputs("\\n", stdout);
+        if (c >= 0x80) {
+            int k = utf8_char_len((const unsigned char *)s + i, n - i);
+            if (k) fwrite(s + i, 1, (size_t)k, stdout), i += k - 1;
+            else printf("\\x%02x", c);
+        } else if (c == '\n') fputs("\\n", stdout);
         else if (c == '\t') fputs("\\t", stdout);
         else if (c == '\r') fputs("\\r", stdout);
         else if (c == '"' || c == '\\') printf("\\%c", c);
@@ -98,7 +116,11 @@ int gptc_cmd_tokenize(int argc, char **argv) {
         return 1;
     }
     if (gptc_tokenizer_open(c.tokenizer, &t) || t->encode(t, NULL, text, len, c.special, &ids, &n, &cap)) {
-        fprintf(stderr, "gptc: --tokenizer %s: %s\n", c.tokenizer, gptc_last_error());
+        const char *e = gptc_last_error();
+        char pre[96];
+        snprintf(pre, sizeof pre, "tokenizer %s: ", c.tokenizer); /* said once */
+        if (strncmp(e, pre, strlen(pre)) == 0) e += strlen(pre);
+        fprintf(stderr, "gptc: --tokenizer %s: %s\n", c.tokenizer, e);
         rc = 2;
     } else {
         char buf[64];

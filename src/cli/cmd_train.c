@@ -243,6 +243,11 @@ static int on_start(progress *p, const gptc_step_info *in) {
     p->peak = gptc_peak_cached(NULL, t->dtype == GPTC_PRECISION_BF16, p->threads, &p->peak_kind, &cached);
     p->peak *= world; /* tokens/s counts every rank's tokens: against every rank's peak (as rank 0 measures it) */
     p->flops = gptc_model_flops_per_token(m, t->seq);
+    if (p->c->log_losses && !(p->losses = fopen(p->c->log_losses, "w"))) {
+        fprintf(stderr, "gptc: --log-losses %s: cannot open for writing\n", p->c->log_losses);
+        p->failed = true;
+        return 1;
+    }
     if (p->log_path) {
         if (p->log_path == p->log_buf && gptc_mkdir_p(p->c->t.ckpt_dir)) { /* the default, CKPT/log.jsonl */
             gptc_cli_error();
@@ -439,7 +444,7 @@ static int on_step(void *user, const gptc_step_info *in) {
 
 /* --log FILE must be creatable before anything runs: its folder exists and is writable, and FILE,
  * if it exists, is a writable regular file. */
-static bool log_path_ok(const char *path) {
+static bool log_path_ok(const char *flag, const char *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
@@ -447,15 +452,15 @@ static bool log_path_ok(const char *path) {
     else if (slash == dir) dir[1] = '\0';
     else *slash = '\0';
     if (!gptc_is_dir(dir)) {
-        fprintf(stderr, "gptc: --log %s: folder %s does not exist\n", path, dir);
+        fprintf(stderr, "gptc: %s %s: folder %s does not exist\n", flag, path, dir);
         return false;
     }
     if (gptc_is_dir(path)) {
-        fprintf(stderr, "gptc: --log %s: is a folder; give a file (e.g. %s/log.jsonl)\n", path, path);
+        fprintf(stderr, "gptc: %s %s: is a folder; give a file (e.g. %s/log.jsonl)\n", flag, path, path);
         return false;
     }
     if (access(path, F_OK) == 0 ? !gptc_is_file(path) || access(path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "gptc: --log %s: cannot be written\n", path);
+        fprintf(stderr, "gptc: %s %s: cannot be written\n", flag, path);
         return false;
     }
     return true;
@@ -581,13 +586,10 @@ static int run_train(int argc, char **argv) {
         return usage_error();
     }
     progress p = {.c = &c, .tty = isatty(STDOUT_FILENO)};
-    if (c.log_losses && rank == 0 && !(p.losses = fopen(c.log_losses, "w"))) {
-        gptc_fail(GPTC_ERR_IO, "--log-losses %s: cannot open for writing", c.log_losses);
-        gptc_cli_error();
-        gptc_dist_abort(2);
-    }
+    /* checked now, opened (and so emptied) only when the run starts: a refused run keeps the file */
+    if (c.log_losses && rank == 0 && !log_path_ok("--log-losses", c.log_losses)) gptc_dist_abort(2);
     if (c.log && rank == 0) {
-        if (!log_path_ok(c.log)) gptc_dist_abort(2);
+        if (!log_path_ok("--log", c.log)) gptc_dist_abort(2);
         p.log_path = c.log;
     } else if (c.t.ckpt_dir) {
         /* a run folder keeps its own history; made here only if the run starts (it is checked first) */

@@ -2,6 +2,7 @@
 #include "cli/options.h"
 #include "core/core.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -20,22 +21,28 @@ static const char *type_expect(gptc_opt_type t) {
     return "a value";
 }
 
-static gptc_status range_error(const gptc_option *o, const char *val) {
+/* %.15g: bounds print as written in the table (1048576, not 1.04858e+06) */
+static gptc_status range_error(const gptc_option *o, const char *val, double x) {
+    if (o->max >= 1e18 && x < o->min)
+        return gptc_fail(GPTC_ERR_ARG, "--%s %s: must be at least %.15g", o->name, val, o->min);
     if (o->max >= 1e18)
-        return gptc_fail(GPTC_ERR_ARG, "--%s %s: must be at least %g", o->name, val, o->min);
-    return gptc_fail(GPTC_ERR_ARG, "--%s %s: must be between %g and %g", o->name, val, o->min, o->max);
+        return gptc_fail(GPTC_ERR_ARG, "--%s %s: must be at most %.15g", o->name, val, o->max);
+    return gptc_fail(GPTC_ERR_ARG, "--%s %s: must be between %.15g and %.15g", o->name, val, o->min, o->max);
 }
 
 static gptc_status set_value(const gptc_option *o, void *dst, const char *val) {
     char *field = (char *)dst + o->offset, *end;
     errno = 0;
+    /* strtoll and strtod skip leading blanks: a value must be the number alone, as at its end */
+    if (o->type != OPT_STRING && o->type != OPT_FLAG && isspace((unsigned char)*val))
+        return gptc_fail(GPTC_ERR_ARG, "--%s '%s': expected %s", o->name, val, type_expect(o->type));
     switch (o->type) {
     case OPT_INT:
     case OPT_LONG: {
         long long x = strtoll(val, &end, 10);
         if (!*val || *end || errno)
             return gptc_fail(GPTC_ERR_ARG, "--%s %s: expected %s", o->name, val, type_expect(o->type));
-        if (x < o->min || x > o->max) return range_error(o, val);
+        if (x < o->min || x > o->max) return range_error(o, val, (double)x);
         if (o->type == OPT_INT) *(int *)field = (int)x; else *(long *)field = (long)x;
         return GPTC_OK;
     }
@@ -51,7 +58,7 @@ static gptc_status set_value(const gptc_option *o, void *dst, const char *val) {
         double x = strtod(val, &end);
         if (!*val || *end || errno || !isfinite(x))
             return gptc_fail(GPTC_ERR_ARG, "--%s %s: expected %s", o->name, val, type_expect(o->type));
-        if (x < o->min || x > o->max) return range_error(o, val);
+        if (x < o->min || x > o->max) return range_error(o, val, x);
         *(float *)field = (float)x;
         return GPTC_OK;
     }

@@ -68,6 +68,11 @@ gptc_status gptc_loader_next(gptc_loader *l, int *inputs, int *targets);
 gptc_loader_pos gptc_loader_tell(const gptc_loader *l);
 gptc_status gptc_loader_seek(gptc_loader *l, gptc_loader_pos pos);
 void gptc_loader_rewind(gptc_loader *l); /* back to epoch 0, cursor 0 (for evaluation passes) */
+/* Checks every token id of part `part` of `parts` equal slices of the data (all shards, in path
+ * order) against the vocabulary, so a shard of another tokenizer is refused before training rather
+ * than at the batch that first reads it: GPTC_ERR_FORMAT naming the shard, the offset and the id.
+ * Reads the slice once, on the OpenMP threads (memory-bound: about 2 bytes a token). */
+gptc_status gptc_loader_check_vocab(const gptc_loader *l, int part, int parts);
 
 /* ---- tokenizers
  * A tokenizer is immutable once open and may be shared by threads; what encoding mutates (regex

@@ -80,10 +80,13 @@ gptc_status gptc_loader_open(gptc_loader *l, char *const *paths, int npaths, int
     }
     size_t need = (size_t)B * (size_t)world;
     if (l->nwindows < need) {
+        char what[4200];
+        if (npaths == 1) snprintf(what, sizeof what, "%s", paths[0]);
+        else snprintf(what, sizeof what, "%d shards (%s, ...)", npaths, paths[0]);
         st = gptc_fail(GPTC_ERR_ARG,
-                       "data holds %zu tokens in %zu windows of %d+1, fewer than the %zu (%d per rank × %d "
+                       "%s: holds %zu tokens in %zu windows of %d+1, fewer than the %zu (%d per rank × %d "
                        "ranks) a batch needs; use a smaller --batch or --seq, or more data",
-                       ntokens, l->nwindows, T, need, B, world);
+                       what, ntokens, l->nwindows, T, need, B, world);
         goto fail;
     }
     l->win_shard = gptc_alloc(l->nwindows * sizeof *l->win_shard, "the window table");
@@ -167,4 +170,30 @@ void gptc_loader_rewind(gptc_loader *l) {
     gptc_loader_pos zero = {0, 0};
     loader_use_epoch(l, 0);
     l->pos = zero;
+}
+
+gptc_status gptc_loader_check_vocab(const gptc_loader *l, int part, int parts) {
+    size_t total = 0;
+    for (int s = 0; s < l->nshards; s++) total += l->shards[s].ntok;
+    size_t lo = (size_t)((unsigned __int128)total * (unsigned)part / (unsigned)parts);
+    size_t hi = (size_t)((unsigned __int128)total * (unsigned)(part + 1) / (unsigned)parts);
+    size_t base = 0; /* the first token of shard s in the concatenation */
+    for (int s = 0; s < l->nshards; base += l->shards[s].ntok, s++) {
+        const gptc_shard *sh = &l->shards[s];
+        size_t a = lo > base ? lo - base : 0, b = hi - base < sh->ntok ? hi - base : sh->ntok;
+        if (hi <= base || a >= b) continue;
+        const uint16_t *tok = sh->tokens; /* [ntok] */
+        unsigned top = 0;
+        #pragma omp parallel for reduction(max : top) schedule(static)
+        for (size_t i = a; i < b; i++) top = tok[i] > top ? tok[i] : top;
+        if ((int)top < l->vocab) continue;
+        for (size_t i = a; i < b; i++)
+            if (tok[i] >= l->vocab)
+                return gptc_fail(GPTC_ERR_FORMAT,
+                                 "%s: token id %d at offset %zu is >= the model's vocabulary %d; the shard was "
+                                 "made with another tokenizer: prepare the data with the model's tokenizer, or "
+                                 "train a model with a larger vocabulary",
+                                 sh->path, tok[i], i, l->vocab);
+    }
+    return GPTC_OK;
 }

@@ -53,6 +53,17 @@ static void step_gemms(gemm_scratch *g, const gptc_mem_request *r) {
     }
 }
 
+/* The bytes of a run in doubles, roughly (every arena term counted, generously): the exact figures
+ * below are size_t sums that would wrap around 64 bits for a run of exabytes and plan it as small. */
+static double plan_estimate(const gptc_mem_request *r) {
+    double L = r->model.layers, C = r->model.channels, NH = r->model.heads, Tc = r->model.context;
+    double V = gptc_padded_vocab(r->model.vocab), BT = (double)r->batch * r->seq;
+    double TT = r->naive_attention ? (double)r->batch * NH * r->seq * r->seq : 0;
+    double params = V * C + Tc * C + L * (12 * C * C + 13 * C) + 2 * C;
+    double acts = BT * C * (30 * L + 10) + BT * (8 + NH) * (L + 1) + 2 * BT * V + 2 * TT * (L + 1);
+    return 4.0 * (4 * params + acts);
+}
+
 gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     memset(out, 0, sizeof *out);
     gptc_status st = gptc_model_config_check(&r->model);
@@ -66,6 +77,12 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     if ((unsigned)r->dtype > GPTC_PRECISION_BF16) return gptc_fail(GPTC_ERR_ARG, "--dtype: must be fp32 or bf16");
     if ((unsigned)r->recompute > GPTC_RECOMPUTE_BLOCK)
         return gptc_fail(GPTC_ERR_ARG, "--recompute: must be none, gelu, attn or block");
+    double estimate = plan_estimate(r);
+    if (estimate > 0x1p61) /* a factor 8 short of wrapping, so the exact sums below cannot */
+        return gptc_fail(GPTC_ERR_ARG,
+                         "--batch %d --seq %d: this run needs about %.3g EiB (%.3g bytes), beyond any machine; use a "
+                         "smaller model, --batch or --seq",
+                         r->batch, r->seq, estimate / 0x1p60, estimate);
     int threads = r->threads ? r->threads : gptc_threads();
 
     gptc_model_bytes mb;

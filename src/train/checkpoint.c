@@ -263,11 +263,64 @@ done:
 
 /* ---- finding and loading */
 
+/* config.json (written for Hugging Face; gptc reads the shape from model.safetensors) must, when
+ * present, describe the same shape: a folder that disagrees with itself was edited or mixed up.
+ * (activation_function is not compared: a checkpoint older than gptc.gelu is tanh whatever it says.) */
+static gptc_status check_hf_config(const char *step_dir, const gptc_model_config *c) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" CONFIG_FILE, step_dir);
+    if (access(path, F_OK) != 0) return GPTC_OK; /* optional */
+    char *text = NULL;
+    size_t len = 0;
+    gptc_status st = gptc_file_read_all(path, &text, &len);
+    if (st) return st;
+    cJSON *o = len ? cJSON_ParseWithLength(text, len) : NULL;
+    gptc_free(text);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return gptc_fail(GPTC_ERR_FORMAT, "%s: %s; the checkpoint folder is damaged: use another checkpoint",
+                         path, len ? "not a JSON object" : "file is empty");
+    }
+    struct { const char *key; int want; } f[] = {{"n_layer", c->layers}, {"n_head", c->heads}, {"n_embd", c->channels},
+                                                 {"n_positions", c->context}, {"vocab_size", c->vocab}};
+    st = GPTC_OK;
+    for (size_t i = 0; i < sizeof f / sizeof f[0] && !st; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f[i].key);
+        if (v && !cJSON_IsNumber(v))
+            st = gptc_fail(GPTC_ERR_FORMAT, "%s: %s is not a number; the checkpoint folder is damaged: use another "
+                           "checkpoint", path, f[i].key);
+        else if (v && v->valuedouble != f[i].want)
+            st = gptc_fail(GPTC_ERR_FORMAT,
+                           "%s: %s is %g but model.safetensors holds %d; the checkpoint folder was edited or mixed "
+                           "up: use another checkpoint",
+                           path, f[i].key, v->valuedouble, f[i].want);
+    }
+    cJSON_Delete(o);
+    return st;
+}
+
 gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, char *tokenizer, size_t cap) {
     gptc_weights_info info;
     gptc_status st = gptc_weights_probe(step_dir, &info);
     if (st) return st;
     *cfg = info.cfg;
+    /* the config must describe the tensors the file holds: a lying shape would otherwise size the
+     * model (and its allocation) before any tensor is compared; a file cannot hold more values than
+     * its bytes (an llm.c file's size is checked against its header by the probe) */
+    if (info.format != GPTC_WEIGHTS_LLMC) {
+        gptc_st_file f = {0};
+        if ((st = gptc_st_open(&f, info.file))) return st;
+        size_t values = 0;
+        for (int i = 0; i < f.ntensors; i++) values += f.tensors[i].numel;
+        gptc_st_close(&f);
+        if (values < gptc_model_num_params(cfg))
+            return gptc_fail(GPTC_ERR_FORMAT,
+                             "%s: its config describes layers=%d heads=%d channels=%d context=%d vocab=%d (%zu "
+                             "parameters) but the file holds %zu values; the file is corrupt or was edited: use another "
+                             "checkpoint", info.file, cfg->layers, cfg->heads, cfg->channels, cfg->context, cfg->vocab,
+                             gptc_model_num_params(cfg), values);
+        if (info.format == GPTC_WEIGHTS_GPTC && (st = check_hf_config(step_dir, cfg))) return st;
+    }
     if (tokenizer) snprintf(tokenizer, cap, "%s", info.tokenizer);
     return GPTC_OK;
 }
@@ -303,6 +356,14 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
     int n;
     gptc_status st = list_steps(dir, &steps, &n);
     if (st) return st;
+    /* the reasons the newer folders were skipped: warned about once an older one loads; when none
+     * does, the folder is refused (starting afresh would prune the damaged ones away) */
+    char **why = calloc(n ? (size_t)n : 1, sizeof *why);
+    int nwhy = 0;
+    if (!why) {
+        free(steps);
+        return gptc_fail(GPTC_ERR_NOMEM, "%s: out of memory listing checkpoints", dir);
+    }
     for (int i = n - 1; i >= 0; i--) {
         char cand[4096];
         snprintf(cand, sizeof cand, "%s/%s", dir, steps[i].name);
@@ -313,7 +374,7 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
             snprintf(probe, sizeof probe, "%s/" OPTIM_FILE, cand);
             gptc_st_file f = {0};
             if (gptc_is_file(probe) && (st = gptc_st_open(&f, probe)) != GPTC_OK) {
-                gptc_warn("skipping checkpoint %s: %s", cand, gptc_last_error());
+                why[nwhy++] = strdup(gptc_last_error());
                 continue;
             }
             gptc_st_close(&f);
@@ -321,10 +382,24 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
             *found = true;
             break;
         }
-        gptc_warn("skipping checkpoint %s: %s", cand, gptc_last_error());
+        why[nwhy++] = strdup(gptc_last_error());
     }
+    st = GPTC_OK;
+    if (*found) {
+        for (int i = 0; i < nwhy; i++)
+            gptc_warn("skipping checkpoint %s/%s: %s", dir, steps[n - 1 - i].name, why[i] ? why[i] : "damaged");
+    } else if (n > 0) {
+        char which[96];
+        if (n == 1) snprintf(which, sizeof which, "its only checkpoint, %s, does not load", steps[0].name);
+        else snprintf(which, sizeof which, "none of its %d checkpoints loads (the newest, %s)", n, steps[n - 1].name);
+        st = gptc_fail(GPTC_ERR_FORMAT,
+                       "%s: %s: %s; move the damaged folder%s away to start afresh, or use another --ckpt folder", dir,
+                       which, why[0] ? why[0] : "damaged", n > 1 ? "s" : "");
+    }
+    for (int i = 0; i < nwhy; i++) free(why[i]);
+    free(why);
     free(steps);
-    return GPTC_OK;
+    return st;
 }
 
 /* copies the part inside floats [lo, hi) of the arena of every tensor of m from f (names with
@@ -339,10 +414,17 @@ static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, cons
         if (!t) return gptc_fail(GPTC_ERR_FORMAT, "%s: tensor %s missing; not a checkpoint of this model", f->path, name);
         bool same = t->dtype == GPTC_F32 && t->ndim == d->ndim && t->shape[0] == d->shape[0] &&
                     (d->ndim == 1 || t->shape[1] == d->shape[1]);
-        if (!same)
-            return gptc_fail(GPTC_ERR_STATE, "%s: tensor %s is %s %dD [%" PRId64 ", %" PRId64 "], the model needs F32 [%" PRId64 ", %" PRId64 "]",
-                             f->path, name, gptc_dtype_name(t->dtype), t->ndim, t->shape[0], t->ndim > 1 ? t->shape[1] : 0,
-                             d->shape[0], d->ndim > 1 ? d->shape[1] : 0);
+        if (!same) {
+            char have[160], need[64];
+            size_t k = (size_t)snprintf(have, sizeof have, "%s [", gptc_dtype_name(t->dtype));
+            for (int j = 0; j < t->ndim && k < sizeof have; j++)
+                k += (size_t)snprintf(have + k, sizeof have - k, "%s%" PRId64, j ? ", " : "", t->shape[j]);
+            if (k < sizeof have) snprintf(have + k, sizeof have - k, "]");
+            if (d->ndim > 1) snprintf(need, sizeof need, "F32 [%" PRId64 ", %" PRId64 "]", d->shape[0], d->shape[1]);
+            else snprintf(need, sizeof need, "F32 [%" PRId64 "]", d->shape[0]);
+            return gptc_fail(GPTC_ERR_STATE, "%s: tensor %s is %s, the model needs %s; not a checkpoint of this model",
+                             f->path, name, have, need);
+        }
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
         if (a < b) memcpy(base + (a - lo), (const float *)t->data + (a - d->offset), (b - a) * sizeof(float));
     }

@@ -155,7 +155,11 @@ gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *u
         st = gptc_fail(GPTC_ERR_FORMAT, "--ckpt %s: tokenizer %s has %d ids but the model only %d", dir, tokname, tok->vocab, cfg.vocab);
         goto done;
     }
-    if ((st = gptc_model_init(&m, &cfg)) || (st = gptc_ckpt_load(dir, &m, NULL, NULL, NULL))) goto done;
+    if ((st = gptc_model_init(&m, &cfg))) goto done;
+    if ((st = gptc_ckpt_load(dir, &m, NULL, NULL, NULL))) {
+        st = gptc_fail_prefix(st, "--ckpt");
+        goto done;
+    }
     st = gptc_generate(&m, tok, o->prompt, o, emit, user);
 done:
     if (tok) gptc_tokenizer_free(tok);

@@ -23,6 +23,7 @@
 #include "train/profile_report.h"
 #include "train/sampler.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,10 +106,17 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
         return gptc_fail(GPTC_ERR_ARG, "--seq %d: longer than the model's context %d; use --seq <= %d or a larger --context",
                          o->seq, o->model.context, o->model.context);
     if (o->steps < 1) return gptc_fail(GPTC_ERR_ARG, "--steps %d: must be at least 1", o->steps);
+    if ((double)o->batch * o->seq * world > 1e15)
+        return gptc_fail(GPTC_ERR_ARG, "--batch %d --seq %d: %.3g tokens per micro-step over %d ranks is beyond any "
+                         "machine; use a smaller --batch or --seq", o->batch, o->seq, (double)o->batch * o->seq * world, world);
     long bt = (long)o->batch * o->seq * world;
     if (o->total_batch < 0 || (o->total_batch && o->total_batch % bt))
         return gptc_fail(GPTC_ERR_ARG, "--total-batch %ld: must be a positive multiple of --batch x --seq x ranks = %ld",
                          o->total_batch, bt);
+    if (o->total_batch / bt > INT_MAX)
+        return gptc_fail(GPTC_ERR_ARG, "--total-batch %ld: would take %ld micro-steps of --batch x --seq x ranks = %ld "
+                         "tokens per update, more than %d; use a smaller --total-batch", o->total_batch,
+                         o->total_batch / bt, bt, INT_MAX);
     if (!(o->bucket_mb >= 0) || !isfinite(o->bucket_mb))
         return gptc_fail(GPTC_ERR_ARG, "--bucket-mb %g: must be 0 (one exchange per tensor) or more", o->bucket_mb);
     if (o->zero != 0 && o->zero != 1) return gptc_fail(GPTC_ERR_ARG, "--zero %d: must be 0 or 1", o->zero);
@@ -547,15 +555,21 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
 
     /* data: each rank its slice of the train batches; evaluation (rank 0) reads the val set whole */
     if ((st = open_loader(&t->train, o.data, false, "--data", &o, o.model.vocab, o.shuffle, t->rank, t->world))) return st;
+    /* every id is checked before the first step (each rank its slice): a shard of another tokenizer
+     * is refused now, not at the batch that first reads it, hours in */
+    if ((st = gptc_loader_check_vocab(&t->train, t->rank, t->world))) return gptc_fail_prefix(st, "--data");
     if (o.val_data) {
         if ((st = open_loader(&t->val, o.val_data, true, "--val-data", &o, o.model.vocab, false, 0, 1))) return st;
+        if ((st = gptc_loader_check_vocab(&t->val, t->rank, t->world))) return gptc_fail_prefix(st, "--val-data");
         t->has_val = true;
     } else if (gptc_is_dir(o.data)) {
         /* the folder's val split, if it has a usable one; without it the run trains unevaluated */
-        if (open_loader(&t->val, o.data, true, "--data (val split)", &o, o.model.vocab, false, 0, 1) == GPTC_OK)
+        if (open_loader(&t->val, o.data, true, "--data (val split)", &o, o.model.vocab, false, 0, 1) == GPTC_OK) {
+            if ((st = gptc_loader_check_vocab(&t->val, t->rank, t->world))) return gptc_fail_prefix(st, "--data (val split)");
             t->has_val = true;
-        else if (t->rank == 0)
+        } else if (t->rank == 0) {
             gptc_warn("%s; training without evaluation", gptc_last_error());
+        }
     }
 
     /* model and optimizer: the moments of this rank's range of the arena */
@@ -702,7 +716,6 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     gptc_status st;
     gptc_train_result r = {.first_val_loss = NAN, .last_val_loss = NAN};
     double *step_ms = NULL;
-    int ms_cap = 0; /* step_ms holds every step run (rollbacks replay steps, so it may need more than --steps) */
     t.o = &o;
     t.rank = gptc_dist_rank();
     t.world = gptc_dist_world();
@@ -713,8 +726,9 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     r.optim_bytes = t.optim_bytes;
     r.model = o.model;
     r.num_params = gptc_model_num_params(&o.model);
-    ms_cap = o.steps > t.state.step ? o.steps - t.state.step + 1 : 1;
-    step_ms = malloc(sizeof(double) * ms_cap);
+    /* grown as steps run: --steps is a bound, not a size to allocate up front */
+    int cap_ms = o.steps - r.first_step < 1 ? 1 : o.steps - r.first_step < 1024 ? o.steps - r.first_step : 1024;
+    step_ms = malloc(sizeof(double) * cap_ms);
     if ((st = gptc_dist_agree(step_ms ? GPTC_OK : gptc_fail(GPTC_ERR_NOMEM, "out of memory")))) goto fail;
 
     /* the loop */
@@ -773,13 +787,11 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         gptc_prof_end(0, 0); /* step */
         if (o.profile_to && t.state.step >= o.profile_to) gptc_prof_stop(); /* the window ends: keep what it holds */
         double ms = (gptc_now() - t0) * 1e3;
-        if (r.steps_run == ms_cap) {
-            double *grown = realloc(step_ms, sizeof(double) * 2 * ms_cap);
-            if ((st = gptc_dist_agree(grown ? GPTC_OK : gptc_fail(GPTC_ERR_NOMEM, "out of memory")))) goto fail;
-            step_ms = grown;
-            ms_cap *= 2;
+        if (r.steps_run == cap_ms) {
+            double *grown = realloc(step_ms, sizeof(double) * 2 * (size_t)cap_ms);
+            if (grown) step_ms = grown, cap_ms *= 2;
         }
-        step_ms[r.steps_run] = ms;
+        if (r.steps_run < cap_ms) step_ms[r.steps_run] = ms; /* else (out of memory) the median omits it */
         if (r.steps_run == 0) r.first_loss = loss;
         r.last_loss = loss;
         r.steps_run++;
@@ -858,17 +870,17 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     }
     r.lr_scale = t.state.lr_scale;
     if ((st = check_ranks_agree(&t))) goto fail;
+    int nms = r.steps_run < cap_ms ? r.steps_run : cap_ms; /* the step times recorded */
     if (t.red.rounds) {
         double sum = 0;
-        for (int i = 0; i < r.steps_run; i++) sum += step_ms[i];
+        for (int i = 0; i < nms; i++) sum += step_ms[i];
         r.comm_calls_per_step = (double)t.red.calls / t.red.rounds;
         r.comm_wait_ms_per_step = t.red.wait_s * 1e3 / t.red.rounds;
         r.comm_wait_share = sum > 0 ? t.red.wait_s * 1e3 / sum : 0;
     }
-    if (r.steps_run) {
-        qsort(step_ms, r.steps_run, sizeof *step_ms, cmp_double);
-        double med = r.steps_run % 2 ? step_ms[r.steps_run / 2]
-                                     : 0.5 * (step_ms[r.steps_run / 2 - 1] + step_ms[r.steps_run / 2]);
+    if (nms) {
+        qsort(step_ms, nms, sizeof *step_ms, cmp_double);
+        double med = nms % 2 ? step_ms[nms / 2] : 0.5 * (step_ms[nms / 2 - 1] + step_ms[nms / 2]);
         r.ms_per_step = med;
         r.tokens_per_s = tokens_per_step / (med * 1e-3);
     }
