@@ -1,0 +1,56 @@
+/* fuzz_options.c — the table-driven option parser of every subcommand on arbitrary argument lists:
+ * it must return GPTC_OK or GPTC_ERR_ARG with a message, never exit, crash or write outside the
+ * command's options struct (allocated at its exact size, so ASan sees a stray offset). `gptc train`
+ * also runs its flag checks (gptc_cmd_train_parse_check). The input is split into arguments at NUL
+ * and newline bytes; the first byte picks the command. */
+#include "fuzz_util.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "core/core.h"
+
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static const gptc_command_spec *const specs[] = {
+        &gptc_cmd_train_spec,  &gptc_cmd_plan_spec,   &gptc_cmd_bench_spec,    &gptc_cmd_report_spec,
+        &gptc_cmd_sample_spec, &gptc_cmd_prepare_spec, &gptc_cmd_tokenize_spec,
+    };
+    if (size < 1) return 0;
+    const gptc_command_spec *cmd = specs[data[0] % (sizeof specs / sizeof specs[0])];
+    /* one NUL-terminated copy; each NUL or newline ends an argument */
+    size_t len = size - 1;
+    char *buf = malloc(len + 1);
+    memcpy(buf, data + 1, len);
+    buf[len] = '\0';
+    int argc = 0;
+    char **argv = malloc(sizeof(char *) * (len + 1));
+    for (size_t i = 0, start = 0; i <= len; i++)
+        if (i == len || buf[i] == '\0' || buf[i] == '\n') {
+            buf[i] = '\0';
+            if (i > start || i < len) argv[argc++] = buf + start;
+            start = i + 1;
+        }
+
+    void *dst = calloc(1, cmd->size);
+    bool *given = calloc((size_t)cmd->noptions + 1, sizeof(bool));
+    const char **pos = malloc(sizeof(char *) * ((size_t)argc + 1));
+    int npos = -1;
+    bool help;
+    gptc_clear_error();
+    gptc_status st = gptc_options_parse(cmd, dst, argc, argv, given, pos, &npos, &help);
+    if (st != GPTC_OK && st != GPTC_ERR_ARG) abort();
+    if (st == GPTC_ERR_ARG && !*gptc_last_error()) abort(); /* a refusal must say why */
+    if (st == GPTC_OK && (npos < 0 || npos > argc || (npos > 0 && !cmd->positional))) abort();
+    if (cmd == &gptc_cmd_train_spec) {
+        gptc_clear_error();
+        st = gptc_cmd_train_parse_check(argc, argv);
+        if (st != GPTC_OK && st != GPTC_ERR_ARG) abort();
+        if (st == GPTC_ERR_ARG && !*gptc_last_error()) abort();
+    }
+    free(dst);
+    free(given);
+    free(pos);
+    free(argv);
+    free(buf);
+    return 0;
+}
