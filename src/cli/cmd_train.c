@@ -11,6 +11,9 @@
 #include "train/profile_report.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -392,6 +395,27 @@ static int usage_error(void) {
     return 2;
 }
 
+/* --profile-steps "A:B" (or "A:", B = 0: to the end) into *from, *to: decimal digits only, 1 <= A,
+ * B 0 or A <= B, both within int. (sscanf's %d had undefined behaviour on overflow: glibc wrapped
+ * 4294967297:5 to 1:5 and accepted it.) */
+static bool parse_step_window(const char *s, int *from, int *to) {
+    char *end;
+    if (!isdigit((unsigned char)s[0])) return false;
+    errno = 0;
+    long a = strtol(s, &end, 10);
+    if (errno || a < 1 || a > INT_MAX || *end != ':') return false;
+    const char *b = end + 1;
+    long z = 0;
+    if (*b) {
+        if (!isdigit((unsigned char)b[0])) return false;
+        z = strtol(b, &end, 10);
+        if (errno || z > INT_MAX || *end || (z && z < a)) return false;
+    }
+    *from = (int)a;
+    *to = (int)z;
+    return true;
+}
+
 /* Parses the flags into *c (defaults first) and runs every check that needs nothing but the flags:
  * the preset and shape overrides, the names of --gelu, --dtype and --recompute, --profile-steps.
  * Touches no file and no global state, so the fuzzer (fuzz/fuzz_options.c) can call it. */
@@ -417,10 +441,7 @@ static gptc_status train_parse(train_cli *c, int argc, char **argv, bool *help) 
     /* without --seq, train on the model's whole context (positions never trained sample badly) */
     if (!given_flag(given, "seq")) c->t.seq = c->t.model.context;
     if (c->profile_steps) {
-        char end;
-        int n = sscanf(c->profile_steps, "%d:%d%c", &c->t.profile_from, &c->t.profile_to, &end);
-        if (n == 1 && sscanf(c->profile_steps, "%*d:%c", &end) != 1) n = 2, c->t.profile_to = 0; /* "A:" */
-        if (n != 2 || c->t.profile_from < 1 || c->t.profile_to < 0 || (c->t.profile_to && c->t.profile_to < c->t.profile_from))
+        if (!parse_step_window(c->profile_steps, &c->t.profile_from, &c->t.profile_to))
             return gptc_fail(GPTC_ERR_ARG, "--profile-steps %s: give A:B, steps A to B (1 <= A <= B; B empty: to the end)",
                              c->profile_steps);
         if (!c->t.profile) return gptc_fail(GPTC_ERR_ARG, "--profile-steps %s: needs --profile FILE.json", c->profile_steps);

@@ -3,6 +3,8 @@
 #ifndef GPTC_CLI_COMMANDS_H
 #define GPTC_CLI_COMMANDS_H
 
+#include "gptc.h"
+
 int gptc_cmd_train(int argc, char **argv);
 int gptc_cmd_sample(int argc, char **argv);
 int gptc_cmd_prepare(int argc, char **argv);
@@ -20,7 +22,6 @@ extern const struct gptc_command_spec gptc_cmd_train_spec, gptc_cmd_plan_spec, g
 /* Parses `gptc train`'s flags and runs every check that needs only the flags (preset and shape,
  * --gelu, --dtype, --recompute, --profile-steps), as gptc train does before it starts; opens no file,
  * changes no global state. Returns GPTC_OK, or GPTC_ERR_ARG with gptc_last_error() naming the flag. */
-#include "gptc.h"
 gptc_status gptc_cmd_train_parse_check(int argc, char **argv);
 
 /* Prints "gptc: MESSAGE" for the last library error. */
