@@ -177,3 +177,17 @@ TEST(cli_profile_steps_window) {
     CHECK_MSG(gptc_cmd_train_parse_check(2, argv) == GPTC_ERR_ARG && strstr(gptc_last_error(), "needs --profile"),
               "%s", gptc_last_error());
 }
+
+/* Numbers with leading white space are refused: strtoull skips it and then takes a minus sign, so
+ * "--seed ' -1'" got past the check for '-' and became 2^64-1. */
+TEST(cli_options_refuse_padded_numbers) {
+    const char *cases[][2] = {{"--seed", " -1"}, {"--seed", "\t-5"}, {"--batch", " 4"}, {"--lr", " 1e-3"}, {"--seed", "-1"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[] = {(char *)cases[i][0], (char *)cases[i][1]};
+        gptc_status st = gptc_cmd_train_parse_check(2, argv);
+        CHECK_MSG(st == GPTC_ERR_ARG && strstr(gptc_last_error(), cases[i][0]), "%s '%s': %s (%s)", cases[i][0], cases[i][1],
+                  gptc_status_name(st), gptc_last_error());
+    }
+    char *ok[] = {"--seed", "18446744073709551615", "--batch", "4", "--lr", "1e-3"};
+    CHECK_MSG(gptc_cmd_train_parse_check(6, ok) == GPTC_OK, "%s", gptc_last_error());
+}

@@ -2,6 +2,7 @@
 #include "cli/options.h"
 #include "core/core.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -28,6 +29,10 @@ static gptc_status range_error(const gptc_option *o, const char *val) {
 static gptc_status set_value(const gptc_option *o, void *dst, const char *val) {
     char *field = (char *)dst + o->offset, *end;
     errno = 0;
+    /* strto* skip leading white space, and strtoull then takes a minus sign and wraps: a number
+     * starts at its first character or is refused */
+    if (o->type != OPT_STRING && o->type != OPT_FLAG && isspace((unsigned char)*val))
+        return gptc_fail(GPTC_ERR_ARG, "--%s '%s': expected %s", o->name, val, type_expect(o->type));
     switch (o->type) {
     case OPT_INT:
     case OPT_LONG: {
