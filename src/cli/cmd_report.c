@@ -102,6 +102,8 @@ static gptc_status read_log(const char *path, run_log *lg) {
         cJSON_Delete(o);
     }
     gptc_free(text);
+    /* (qsort may not be given the NULL of an empty log: UBSan, `make test-sanitize`) */
+    if (lg->n == 0) return gptc_fail(GPTC_ERR_FORMAT, "%s: no step records (has the run taken a step?)", path);
     /* by step, the last record of each step kept */
     qsort(lg->recs, lg->n, sizeof(rec), by_step_then_order);
     int m = 0;
@@ -110,7 +112,6 @@ static gptc_status read_log(const char *path, run_log *lg) {
         lg->recs[m++] = lg->recs[i];
     }
     lg->n = m;
-    if (m == 0) return gptc_fail(GPTC_ERR_FORMAT, "%s: no step records (has the run taken a step?)", path);
     return GPTC_OK;
 }
 
