@@ -100,14 +100,18 @@ bench: setup
 # build-san/gptc_tests spawns build-san/gptc (test_gptc_bin looks beside the test binary). A UB report
 # stops the process (-fno-sanitize-recover); ASan's leak check runs at every process's exit with the
 # suppressions of tools/sanitize/lsan.supp (Open MPI's libraries only, each entry saying why). Those
-# match only on whole stacks, hence fast_unwind_on_malloc=0, and Open MPI's and PMIx's plugins are
-# kept loaded at exit (disable_dlclose) so that their frames have names. Tests that measure
-# address-space limits skip themselves under ASan (GPTC_ASAN, SKIP_UNDER_ASAN in tests/test.h).
+# match on whole stacks, which the fast unwinder cannot take through Open MPI (no frame pointers), so
+# the processes mpirun starts unwind fully (mca_base_env_list sets their ASAN_OPTIONS; elsewhere it
+# would double the time of the allocation-heavy tests), and Open MPI's and PMIx's plugins stay loaded
+# at exit (disable_dlclose) so that their frames have names. A test that ASan makes meaningless skips
+# itself, saying why (SKIP_UNDER_ASAN in tests/test.h). `make test-sanitize TESTS=name` runs a subset.
 SAN_BUILD := build-san
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_ENV   := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:fast_unwind_on_malloc=0 \
+SAN_ASAN  := detect_leaks=1:abort_on_error=1:strict_string_checks=1
+SAN_ENV   := ASAN_OPTIONS=$(SAN_ASAN) \
              LSAN_OPTIONS=suppressions=$(CURDIR)/tools/sanitize/lsan.supp:print_suppressions=0 \
              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+             OMPI_MCA_mca_base_env_list="ASAN_OPTIONS=$(SAN_ASAN):fast_unwind_on_malloc=0" \
              OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
 test-sanitize: setup
 	@$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) OPT=-O2 EXTRA_CFLAGS="$(SAN_FLAGS)" $(SAN_BUILD)/gptc $(SAN_BUILD)/gptc_tests
