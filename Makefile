@@ -29,7 +29,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TRAIN_ARGS ?= --sample-every 800
 RUN_DIR    ?= runs/shakespeare
 
-.PHONY: all setup train test fixtures bench clean examples
+.PHONY: all setup train test test-sanitize fuzz fuzz-build fuzz-regress fuzz-seeds fixtures bench clean examples
 all: $(BUILD)/gptc
 
 setup:
@@ -120,7 +120,56 @@ bench: setup
 	$(BUILD)/bench_attention
 	sh bench/train_e2e.sh
 
+# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer (gcc), in its own folder:
+# build-san/gptc_tests spawns build-san/gptc (test_gptc_bin looks beside the test binary). A UB report
+# stops the process (-fno-sanitize-recover); ASan's leak check runs at every process's exit with the
+# suppressions of tools/sanitize/lsan.supp (Open MPI's libraries only, each entry saying why). Those
+# match on whole stacks, which the fast unwinder cannot take through Open MPI (no frame pointers), so
+# the processes mpirun starts unwind fully (mca_base_env_list sets their ASAN_OPTIONS; elsewhere it
+# would double the time of the allocation-heavy tests), and Open MPI's and PMIx's plugins stay loaded
+# at exit (disable_dlclose) so that their frames have names. A test that ASan makes meaningless skips
+# itself, saying why (SKIP_UNDER_ASAN in tests/test.h). `make test-sanitize TESTS=name` runs a subset.
+SAN_BUILD := build-san
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_ASAN  := detect_leaks=1:abort_on_error=1:strict_string_checks=1
+SAN_ENV   := ASAN_OPTIONS=$(SAN_ASAN) \
+             LSAN_OPTIONS=suppressions=$(CURDIR)/tools/sanitize/lsan.supp:print_suppressions=0 \
+             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+             OMPI_MCA_mca_base_env_list="ASAN_OPTIONS=$(SAN_ASAN):fast_unwind_on_malloc=0" \
+             OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
+test-sanitize: setup
+	@$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) OPT=-O2 EXTRA_CFLAGS="$(SAN_FLAGS)" $(SAN_BUILD)/gptc $(SAN_BUILD)/gptc_tests
+	$(SAN_ENV) $(SAN_BUILD)/gptc_tests $(TESTS)
+
+# libFuzzer harnesses (fuzz/*.c) built with clang into build-fuzz/, each run for FUZZ_SECONDS on a
+# copy of its seed corpus (fuzz/corpus/<target>); a crash, leak or sanitizer report fails the run and
+# leaves the input in build-fuzz/crashes/<target>/. The inputs of fuzz/regressions/<target>/ (crashes
+# found and fixed) are replayed first.
+FUZZ_CC      ?= clang-14
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := safetensors shard tokenizer options
+FUZZ_BUILD   := build-fuzz
+FUZZ_SAN     := -Wno-unknown-warning-option -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_BUILD)/libgptc_cli.a $(FUZZ_BUILD)/libgptc.a
+	$(FUZZ_CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(filter %.c %.a,$^) $(LDLIBS)
+
+# Rewrites the binary seeds of fuzz/corpus/ (safetensors files, shards) with the library's writers.
+fuzz-seeds: $(BUILD)/libgptc.a
+	$(CC) $(CFLAGS) -o $(BUILD)/make_seeds fuzz/make_seeds.c $(BUILD)/libgptc.a $(LDLIBS)
+	$(BUILD)/make_seeds
+
+fuzz-build: setup
+	@sh tools/setup.sh --fuzz
+	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=$(FUZZ_BUILD) MPI=0 OPT=-O1 EXTRA_CFLAGS="$(FUZZ_SAN)" $(FUZZ_BINS)
+
+fuzz-regress: fuzz-build
+	@sh fuzz/run.sh regress $(FUZZ_BUILD) $(FUZZ_TARGETS)
+
+fuzz: fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh fuzz/run.sh fuzz $(FUZZ_BUILD) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -2,6 +2,7 @@
  * the flag or file, exit status 2 and nothing written; --help generated from the option table;
  * and prepare -> train -> resume -> sample end to end with the log line format. */
 #include "test.h"
+#include "cli/commands.h"
 
 #include <regex.h>
 #include <stdbool.h>
@@ -154,4 +155,39 @@ TEST(cli_train_resume_sample) {
     CHECK_EQ_INT(test_run(cmd, &out), 0);
     CHECK(out && strncmp(out, "ROMEO:", 6) == 0 && strlen(out) >= 6 + 20);
     free(out);
+}
+
+/* --profile-steps A:B through gptc train's own flag checks: the forms it takes, and numbers that do
+ * not fit an int refused (sscanf's %d wrapped 4294967297:5 to 1:5 and accepted it). */
+TEST(cli_profile_steps_window) {
+    const char *good[] = {"2:5", "3:", "1:1", "7:0", "2147483647:"};
+    const char *bad[] = {"4294967297:5", "1:4294967301", "2147483648:", "2:1", "0:3", "1:2x", "a:b", " 1:2",
+                         "1: 2", "-1:2", "1:-2", "5", ":5", ""};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char *argv[] = {"--profile", "p.json", "--profile-steps", (char *)good[i]};
+        CHECK_MSG(gptc_cmd_train_parse_check(4, argv) == GPTC_OK, "--profile-steps %s refused: %s", good[i], gptc_last_error());
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[] = {"--profile", "p.json", "--profile-steps", (char *)bad[i]};
+        gptc_status st = gptc_cmd_train_parse_check(4, argv);
+        CHECK_MSG(st == GPTC_ERR_ARG && strstr(gptc_last_error(), "--profile-steps"), "--profile-steps '%s': %s (%s)", bad[i],
+                  gptc_status_name(st), gptc_last_error());
+    }
+    char *argv[] = {"--profile-steps", "2:5"};
+    CHECK_MSG(gptc_cmd_train_parse_check(2, argv) == GPTC_ERR_ARG && strstr(gptc_last_error(), "needs --profile"),
+              "%s", gptc_last_error());
+}
+
+/* Numbers with leading white space are refused: strtoull skips it and then takes a minus sign, so
+ * "--seed ' -1'" got past the check for '-' and became 2^64-1. */
+TEST(cli_options_refuse_padded_numbers) {
+    const char *cases[][2] = {{"--seed", " -1"}, {"--seed", "\t-5"}, {"--batch", " 4"}, {"--lr", " 1e-3"}, {"--seed", "-1"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[] = {(char *)cases[i][0], (char *)cases[i][1]};
+        gptc_status st = gptc_cmd_train_parse_check(2, argv);
+        CHECK_MSG(st == GPTC_ERR_ARG && strstr(gptc_last_error(), cases[i][0]), "%s '%s': %s (%s)", cases[i][0], cases[i][1],
+                  gptc_status_name(st), gptc_last_error());
+    }
+    char *ok[] = {"--seed", "18446744073709551615", "--batch", "4", "--lr", "1e-3"};
+    CHECK_MSG(gptc_cmd_train_parse_check(6, ok) == GPTC_OK, "%s", gptc_last_error());
 }

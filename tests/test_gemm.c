@@ -1,10 +1,12 @@
 /* test_gemm.c — the blocked GEMM of every available ISA level against the reference gemm. */
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "kernels/gemm/gemm_driver.h"
 #include "kernels/kernels.h"
 #include "kernels/x86_avx512/avx512.h"
@@ -185,4 +187,46 @@ TEST(gemm_deterministic_threads) {
             free(A), free(B), free(C0), free(C1), free(C2), free(bias);
         }
     }
+}
+
+/* A thread's GEMM packing buffers (_Thread_local workspaces) are freed when the thread exits: an
+ * OpenMP team that shrinks ends threads, and their buffers used to stay allocated with nothing
+ * pointing at them (LeakSanitizer found 28 such blocks, 30 MB, after the suite). */
+typedef struct ws_probe {
+    const gptc_kernels *k;
+    size_t live_inside;
+} ws_probe;
+
+static void *ws_thread(void *arg) {
+    ws_probe *p = arg;
+    enum { M = 64, N = 96, K = 80 };
+    float *A = calloc((size_t)M * K, sizeof(float)), *B = calloc((size_t)K * N, sizeof(float));
+    float *C = calloc((size_t)M * N, sizeof(float));
+    omp_set_num_threads(1); /* this thread runs the product itself, with its own workspaces */
+    p->k->gemm(0, 0, M, N, K, A, K, B, N, 0.0f, NULL, C, N);
+    gptc_alloc_stats(&p->live_inside, NULL);
+    free(A), free(B), free(C);
+    return NULL;
+}
+
+TEST(gemm_workspaces_freed_when_thread_exits) {
+    const char *levels[] = {"avx2", "avx512"};
+    int ran = 0;
+    for (int i = 0; i < 2; i++) {
+        const gptc_kernels *k = gptc_kernels_level(levels[i]);
+        if (!k) continue;
+        ran++;
+        ws_probe p = {k, 0};
+        size_t before, after;
+        gptc_alloc_stats(&before, NULL);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, ws_thread, &p) == 0);
+        pthread_join(t, NULL);
+        gptc_alloc_stats(&after, NULL);
+        CHECK_MSG(p.live_inside > before, "%s: the product allocated no workspace (%zu -> %zu bytes)", levels[i], before,
+                  p.live_inside);
+        CHECK_MSG(after == before, "%s: %zu bytes of the exited thread's workspaces still allocated", levels[i],
+                  after - before);
+    }
+    if (!ran) printf("    SKIP: this CPU has neither AVX2 nor AVX-512\n");
 }

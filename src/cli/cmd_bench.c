@@ -38,10 +38,10 @@ static const gptc_option g_bench_opts[] = {
 };
 #undef F
 
-static const gptc_command_spec g_bench_cmd = {
+const gptc_command_spec gptc_cmd_bench_spec = {
     "bench", "gptc bench --ablation [--model M --batch B --seq T --steps N --data PATH]",
     "Measures what each of gptc's optimisations buys, one stage at a time, on this machine.",
-    g_bench_opts, sizeof g_bench_opts / sizeof g_bench_opts[0], NULL,
+    g_bench_opts, sizeof g_bench_opts / sizeof g_bench_opts[0], NULL, sizeof(bench_cli),
 };
 
 /* One row of the ablation: what it adds, the kernels (GPTC_KERNELS, with %s for this CPU's best
@@ -206,12 +206,12 @@ int gptc_cmd_bench(int argc, char **argv) {
     bench_cli c = {.model = "gpt2", .data = "build/data/shakespeare-gpt2", .batch = 4, .seq = 64, .steps = 3}, d = c;
     bool help;
     int npos;
-    if (gptc_options_parse(&g_bench_cmd, &c, argc, argv, NULL, NULL, &npos, &help)) {
+    if (gptc_options_parse(&gptc_cmd_bench_spec, &c, argc, argv, NULL, NULL, &npos, &help)) {
         gptc_cli_error();
         return 2;
     }
     if (help) {
-        gptc_options_help(stdout, &g_bench_cmd, &d);
+        gptc_options_help(stdout, &gptc_cmd_bench_spec, &d);
         return 0;
     }
     if (!c.ablation) {

@@ -24,7 +24,7 @@ static const gptc_option g_export_opts[] = {
 static const gptc_command_spec g_export_cmd = {
     "export", "gptc export --ckpt PATH --format hf|llmc --out PATH [--dtype fp32|bf16]",
     "Writes a model's weights as a Hugging Face GPT-2 folder or an llm.c checkpoint.",
-    g_export_opts, sizeof g_export_opts / sizeof g_export_opts[0], NULL,
+    g_export_opts, sizeof g_export_opts / sizeof g_export_opts[0], NULL, sizeof(export_cli),
 };
 
 int gptc_cmd_export(int argc, char **argv) {

@@ -34,10 +34,10 @@ static const gptc_option g_plan_opts[] = {
 };
 #undef F
 
-static const gptc_command_spec g_plan_cmd = {
+const gptc_command_spec gptc_cmd_plan_spec = {
     "plan", "gptc plan --model NAME --batch B --seq T [options]",
     "Prints the memory per rank a training run would take and whether it fits.",
-    g_plan_opts, sizeof g_plan_opts / sizeof g_plan_opts[0], NULL,
+    g_plan_opts, sizeof g_plan_opts / sizeof g_plan_opts[0], NULL, sizeof(plan_cli),
 };
 
 /* bytes as "123.4 MiB" or "12.34 GiB" */
@@ -51,12 +51,12 @@ int gptc_cmd_plan(int argc, char **argv) {
     plan_cli c = {.model = "gpt2", .batch = 1, .dtype = "fp32", .recompute = "none", .ranks = 1}, d = c;
     bool help;
     int npos;
-    if (gptc_options_parse(&g_plan_cmd, &c, argc, argv, NULL, NULL, &npos, &help)) {
+    if (gptc_options_parse(&gptc_cmd_plan_spec, &c, argc, argv, NULL, NULL, &npos, &help)) {
         gptc_cli_error();
         return 2;
     }
     if (help) {
-        gptc_options_help(stdout, &g_plan_cmd, &d);
+        gptc_options_help(stdout, &gptc_cmd_plan_spec, &d);
         return 0;
     }
     gptc_mem_request r;

@@ -25,11 +25,11 @@ static const gptc_option g_prepare_opts[] = {
 };
 #undef F
 
-static const gptc_command_spec g_prepare_cmd = {
+const gptc_command_spec gptc_cmd_prepare_spec = {
     "prepare", "gptc prepare [--tokenizer gpt2|byte] FILE... --out DIR",
     "Tokenizes text files into llm.c-layout token shards (end-of-text before each document) with a val split,\n"
     "streaming the files (memory does not grow with their size) and encoding in parallel.",
-    g_prepare_opts, sizeof g_prepare_opts / sizeof g_prepare_opts[0], "FILE...",
+    g_prepare_opts, sizeof g_prepare_opts / sizeof g_prepare_opts[0], "FILE...", sizeof(gptc_prepare_options),
 };
 
 /* Turns the escapes \n \t \r \\ into their bytes, in place; other backslashes stay. */
@@ -94,18 +94,18 @@ int gptc_cmd_prepare(int argc, char **argv) {
     bool help;
     int npos;
     if (!files) return 1;
-    if (gptc_options_parse(&g_prepare_cmd, &o, argc, argv, NULL, files, &npos, &help)) {
+    if (gptc_options_parse(&gptc_cmd_prepare_spec, &o, argc, argv, NULL, files, &npos, &help)) {
         gptc_cli_error();
         free(files);
         return 2;
     }
     if (help) {
-        gptc_options_help(stdout, &g_prepare_cmd, &d);
+        gptc_options_help(stdout, &gptc_cmd_prepare_spec, &d);
         free(files);
         return 0;
     }
     if (npos == 0) {
-        fprintf(stderr, "gptc: prepare: no input files (usage: %s)\n", g_prepare_cmd.usage);
+        fprintf(stderr, "gptc: prepare: no input files (usage: %s)\n", gptc_cmd_prepare_spec.usage);
         free(files);
         return 2;
     }

@@ -25,10 +25,10 @@ static const gptc_option g_report_opts[] = {
 };
 #undef F
 
-static const gptc_command_spec g_report_cmd = {
+const gptc_command_spec gptc_cmd_report_spec = {
     "report", "gptc report RUN_DIR [--out FILE]",
     "Writes RUN_DIR/report.html from RUN_DIR/log.jsonl (written by gptc train --ckpt RUN_DIR) and RUN_DIR/ablation.md.",
-    g_report_opts, sizeof g_report_opts / sizeof g_report_opts[0], "RUN_DIR",
+    g_report_opts, sizeof g_report_opts / sizeof g_report_opts[0], "RUN_DIR", sizeof(report_cli),
 };
 
 /* One step record; the fields are the log's (NaN when absent). */
@@ -102,6 +102,8 @@ static gptc_status read_log(const char *path, run_log *lg) {
         cJSON_Delete(o);
     }
     gptc_free(text);
+    /* (qsort may not be given the NULL of an empty log: UBSan, `make test-sanitize`) */
+    if (lg->n == 0) return gptc_fail(GPTC_ERR_FORMAT, "%s: no step records (has the run taken a step?)", path);
     /* by step, the last record of each step kept */
     qsort(lg->recs, lg->n, sizeof(rec), by_step_then_order);
     int m = 0;
@@ -110,7 +112,6 @@ static gptc_status read_log(const char *path, run_log *lg) {
         lg->recs[m++] = lg->recs[i];
     }
     lg->n = m;
-    if (m == 0) return gptc_fail(GPTC_ERR_FORMAT, "%s: no step records (has the run taken a step?)", path);
     return GPTC_OK;
 }
 
@@ -310,7 +311,7 @@ int gptc_cmd_report(int argc, char **argv) {
     bool help;
     int npos;
     const char **pos = calloc((size_t)argc + 1, sizeof *pos);
-    if (!pos || gptc_options_parse(&g_report_cmd, &c, argc, argv, NULL, pos, &npos, &help)) {
+    if (!pos || gptc_options_parse(&gptc_cmd_report_spec, &c, argc, argv, NULL, pos, &npos, &help)) {
         gptc_cli_error();
         free(pos);
         return 2;
@@ -318,7 +319,7 @@ int gptc_cmd_report(int argc, char **argv) {
     const char *dir = npos == 1 ? pos[0] : NULL;
     free(pos);
     if (help) {
-        gptc_options_help(stdout, &g_report_cmd, &c);
+        gptc_options_help(stdout, &gptc_cmd_report_spec, &c);
         return 0;
     }
     if (!dir) {

@@ -18,10 +18,10 @@ static const gptc_option g_sample_opts[] = {
 };
 #undef F
 
-static const gptc_command_spec g_sample_cmd = {
+const gptc_command_spec gptc_cmd_sample_spec = {
     "sample", "gptc sample --ckpt PATH [--prompt TEXT] [options]",
     "Generates text from a checkpoint with a KV cache (one incremental step per token).",
-    g_sample_opts, sizeof g_sample_opts / sizeof g_sample_opts[0], NULL,
+    g_sample_opts, sizeof g_sample_opts / sizeof g_sample_opts[0], NULL, sizeof(gptc_sample_options),
 };
 
 /* prints the prompt before the first generated piece, so a refused run prints only its error */
@@ -41,12 +41,12 @@ int gptc_cmd_sample(int argc, char **argv) {
     gptc_sample_options_default(&d);
     bool help;
     int npos;
-    if (gptc_options_parse(&g_sample_cmd, &o, argc, argv, NULL, NULL, &npos, &help)) {
+    if (gptc_options_parse(&gptc_cmd_sample_spec, &o, argc, argv, NULL, NULL, &npos, &help)) {
         gptc_cli_error();
         return 2;
     }
     if (help) {
-        gptc_options_help(stdout, &g_sample_cmd, &d);
+        gptc_options_help(stdout, &gptc_cmd_sample_spec, &d);
         return 0;
     }
     const char *prompt = o.prompt;

@@ -23,10 +23,10 @@ static const gptc_option g_tokenize_opts[] = {
 };
 #undef F
 
-static const gptc_command_spec g_tokenize_cmd = {
+const gptc_command_spec gptc_cmd_tokenize_spec = {
     "tokenize", "gptc tokenize [--tokenizer gpt2] [--special] TEXT...",
     "Prints the token ids of TEXT (the arguments joined by spaces; - reads standard input) with the text of each.",
-    g_tokenize_opts, sizeof g_tokenize_opts / sizeof g_tokenize_opts[0], "TEXT...",
+    g_tokenize_opts, sizeof g_tokenize_opts / sizeof g_tokenize_opts[0], "TEXT...", sizeof(tokenize_cli),
 };
 
 /* The length of the well-formed UTF-8 character at s[0..n) (1..4), or 0 if it is not one. */
@@ -83,13 +83,13 @@ int gptc_cmd_tokenize(int argc, char **argv) {
     bool help;
     int npos;
     if (!words) return 1;
-    if (gptc_options_parse(&g_tokenize_cmd, &c, argc, argv, NULL, words, &npos, &help)) {
+    if (gptc_options_parse(&gptc_cmd_tokenize_spec, &c, argc, argv, NULL, words, &npos, &help)) {
         gptc_cli_error();
         free(words);
         return 2;
     }
     if (help || npos == 0) {
-        gptc_options_help(help ? stdout : stderr, &g_tokenize_cmd, &d);
+        gptc_options_help(help ? stdout : stderr, &gptc_cmd_tokenize_spec, &d);
         free(words);
         return help ? 0 : 2;
     }

@@ -13,6 +13,9 @@
 #include "train/weights.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -106,10 +109,10 @@ static const gptc_option g_train_opts[] = {
 };
 #undef F
 
-static const gptc_command_spec g_train_cmd = {
+const gptc_command_spec gptc_cmd_train_spec = {
     "train", "gptc train --data PATH [options]",
     "Trains a GPT-2 model on token shards; with --ckpt it saves checkpoints and resumes from them.",
-    g_train_opts, sizeof g_train_opts / sizeof g_train_opts[0], NULL,
+    g_train_opts, sizeof g_train_opts / sizeof g_train_opts[0], NULL, sizeof(train_cli),
 };
 
 static bool given_flag(const bool *given, const char *name) {
@@ -519,37 +522,84 @@ static gptc_status init_config(train_cli *c, const bool *given) {
     return GPTC_OK;
 }
 
-static int run_train(int argc, char **argv) {
-    train_cli c, d;
-    defaults(&c);
-    defaults(&d);
-    bool given[sizeof g_train_opts / sizeof g_train_opts[0]] = {0}, help;
-    int npos;
-    if (gptc_options_parse(&g_train_cmd, &c, argc, argv, given, NULL, &npos, &help)) return usage_error();
-    if (help) {
-        if (gptc_dist_rank() != 0) return 0;
-        gptc_options_help(stdout, &g_train_cmd, &d);
-        return 0;
+/* --profile-steps "A:B" (or "A:", B = 0: to the end) into *from, *to: decimal digits only, 1 <= A,
+ * B 0 or A <= B, both within int. (sscanf's %d had undefined behaviour on overflow: glibc wrapped
+ * 4294967297:5 to 1:5 and accepted it.) */
+static bool parse_step_window(const char *s, int *from, int *to) {
+    char *end;
+    if (!isdigit((unsigned char)s[0])) return false;
+    errno = 0;
+    long a = strtol(s, &end, 10);
+    if (errno || a < 1 || a > INT_MAX || *end != ':') return false;
+    const char *b = end + 1;
+    long z = 0;
+    if (*b) {
+        if (!isdigit((unsigned char)b[0])) return false;
+        z = strtol(b, &end, 10);
+        if (errno || z > INT_MAX || *end || (z && z < a)) return false;
     }
+    *from = (int)a;
+    *to = (int)z;
+    return true;
+}
+
+/* Parses the flags into *c (defaults first) and runs every check that needs nothing but the flags:
+ * the preset and shape overrides, the names of --gelu, --dtype and --recompute, --profile-steps.
+ * Touches no file and no global state, so the fuzzer (fuzz/fuzz_options.c) can call it. */
+static gptc_status train_parse(train_cli *c, int argc, char **argv, bool *help, bool *given) {
+    defaults(c);
+    memset(given, 0, sizeof(bool) * (sizeof g_train_opts / sizeof g_train_opts[0]));
+    int npos;
+    gptc_status st = gptc_options_parse(&gptc_cmd_train_spec, c, argc, argv, given, NULL, &npos, help);
+    if (st || *help) return st;
     /* the preset first, then any shape flags on top of it */
-    gptc_model_config shape = c.t.model;
-    if (gptc_model_preset(c.model, &c.t.model)) return usage_error();
+    gptc_model_config shape = c->t.model;
+    if ((st = gptc_model_preset(c->model, &c->t.model))) return st;
     const char *shape_flags[] = {"layers", "heads", "channels", "context", "vocab"};
     int *shape_fields[] = {&shape.layers, &shape.heads, &shape.channels, &shape.context, &shape.vocab};
-    int *model_fields[] = {&c.t.model.layers, &c.t.model.heads, &c.t.model.channels, &c.t.model.context, &c.t.model.vocab};
+    int *model_fields[] = {&c->t.model.layers, &c->t.model.heads, &c->t.model.channels, &c->t.model.context, &c->t.model.vocab};
     for (int j = 0; j < 5; j++)
         if (given_flag(given, shape_flags[j])) *model_fields[j] = *shape_fields[j];
-    if (gptc_gelu_from_name(c.gelu, &c.t.model.gelu) || gptc_precision_from_name(c.dtype, &c.t.dtype) ||
-        gptc_recompute_from_name(c.recompute, &c.t.recompute))
-        return usage_error();
-    if (strcmp(c.on_bad, "rollback") == 0) c.t.on_bad = GPTC_ON_BAD_ROLLBACK;
-    else if (strcmp(c.on_bad, "stop") == 0) c.t.on_bad = GPTC_ON_BAD_STOP;
-    else {
-        gptc_fail(GPTC_ERR_ARG, "--on-bad %s: must be rollback or stop", c.on_bad);
-        return usage_error();
+    if ((st = gptc_gelu_from_name(c->gelu, &c->t.model.gelu)) || (st = gptc_precision_from_name(c->dtype, &c->t.dtype)) ||
+        (st = gptc_recompute_from_name(c->recompute, &c->t.recompute)))
+        return st;
+    c->t.shuffle = !c->sequential;
+    if (strcmp(c->on_bad, "rollback") == 0) c->t.on_bad = GPTC_ON_BAD_ROLLBACK;
+    else if (strcmp(c->on_bad, "stop") == 0) c->t.on_bad = GPTC_ON_BAD_STOP;
+    else return gptc_fail(GPTC_ERR_ARG, "--on-bad %s: must be rollback or stop", c->on_bad);
+
+    /* without --seq, train on the model's whole context (positions never trained sample badly) */
+    if (!given_flag(given, "seq")) c->t.seq = c->t.model.context;
+    if (c->profile_steps) {
+        if (!parse_step_window(c->profile_steps, &c->t.profile_from, &c->t.profile_to))
+            return gptc_fail(GPTC_ERR_ARG, "--profile-steps %s: give A:B, steps A to B (1 <= A <= B; B empty: to the end)",
+                             c->profile_steps);
+        if (!c->t.profile) return gptc_fail(GPTC_ERR_ARG, "--profile-steps %s: needs --profile FILE.json", c->profile_steps);
     }
-    c.t.shuffle = !c.sequential;
-    if (c.t.init && init_config(&c, given)) return usage_error();
+    return GPTC_OK;
+}
+
+gptc_status gptc_cmd_train_parse_check(int argc, char **argv) {
+    train_cli c;
+    bool help, given[sizeof g_train_opts / sizeof g_train_opts[0]];
+    return train_parse(&c, argc, argv, &help, given);
+}
+
+static int run_train(int argc, char **argv) {
+    train_cli c, d;
+    defaults(&d);
+    bool help, given[sizeof g_train_opts / sizeof g_train_opts[0]];
+    if (train_parse(&c, argc, argv, &help, given)) return usage_error();
+    if (help) {
+        if (gptc_dist_rank() != 0) return 0;
+        gptc_options_help(stdout, &gptc_cmd_train_spec, &d);
+        return 0;
+    }
+    /* --init: the model's shape comes from the weights (and, without --seq, the sequence length) */
+    if (c.t.init) {
+        if (init_config(&c, given)) return usage_error();
+        if (!given_flag(given, "seq")) c.t.seq = c.t.model.context;
+    }
     const char *env_plugins = getenv("GPTC_OP_PLUGINS"); /* after the flag's, ':'-separated */
     if (env_plugins && *env_plugins) {
         char *all = malloc((c.t.op_plugins ? strlen(c.t.op_plugins) + 1 : 0) + strlen(env_plugins) + 1);
@@ -559,23 +609,6 @@ static int run_train(int argc, char **argv) {
         }
         sprintf(all, "%s%s%s", c.t.op_plugins ? c.t.op_plugins : "", c.t.op_plugins ? "," : "", env_plugins);
         c.t.op_plugins = all; /* lives as long as the process */
-    }
-
-    /* without --seq, train on the model's whole context (positions never trained sample badly) */
-    if (!given_flag(given, "seq")) c.t.seq = c.t.model.context;
-    if (c.profile_steps) {
-        char end;
-        int n = sscanf(c.profile_steps, "%d:%d%c", &c.t.profile_from, &c.t.profile_to, &end);
-        if (n == 1 && sscanf(c.profile_steps, "%*d:%c", &end) != 1) n = 2, c.t.profile_to = 0; /* "A:" */
-        if (n != 2 || c.t.profile_from < 1 || c.t.profile_to < 0 || (c.t.profile_to && c.t.profile_to < c.t.profile_from)) {
-            gptc_fail(GPTC_ERR_ARG, "--profile-steps %s: give A:B, steps A to B (1 <= A <= B; B empty: to the end)",
-                      c.profile_steps);
-            return usage_error();
-        }
-        if (!c.t.profile) {
-            gptc_fail(GPTC_ERR_ARG, "--profile-steps %s: needs --profile FILE.json", c.profile_steps);
-            return usage_error();
-        }
     }
     /* a rank that stops without dying must not hang the others (see src/dist/watchdog.c) */
     if (gptc_dist_set_comm_timeout(c.comm_timeout)) return usage_error();

@@ -33,8 +33,9 @@ static gptc_status range_error(const gptc_option *o, const char *val, double x) 
 static gptc_status set_value(const gptc_option *o, void *dst, const char *val) {
     char *field = (char *)dst + o->offset, *end;
     errno = 0;
-    /* strtoll and strtod skip leading blanks: a value must be the number alone, as at its end */
-    if (o->type != OPT_STRING && o->type != OPT_FLAG && isspace((unsigned char)*val))
+    /* strto* skip leading white space, and strtoull then takes a minus sign and wraps: a number
+     * starts at its first character or is refused */
+    if (o->type != OPT_STRING && o->type != OPT_LIST && o->type != OPT_FLAG && isspace((unsigned char)*val))
         return gptc_fail(GPTC_ERR_ARG, "--%s '%s': expected %s", o->name, val, type_expect(o->type));
     switch (o->type) {
     case OPT_INT:

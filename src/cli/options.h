@@ -29,6 +29,7 @@ typedef struct gptc_command_spec {
     const gptc_option *options;
     int noptions;
     const char *positional; /* name of positional arguments ("FILE...") or NULL if none allowed */
+    size_t size;            /* bytes of the options struct the offsets index (for the fuzzer) */
 } gptc_command_spec;
 
 /* Parses argv[0..argc) ("--name value", "--name=value", flags) into dst. given[i] (noptions, may be

@@ -50,7 +50,8 @@ size_t gptc_peak_rss(void);
 
 /* A float buffer that grows on demand and is then reused: kernels keep one per thread
  * (`static _Thread_local gptc_workspace w;`), so every call after the first allocates nothing.
- * Aborts when the allocation fails (kernels have no status to return). 64-byte aligned. */
+ * Aborts when the allocation fails (kernels have no status to return). 64-byte aligned. The buffer
+ * is freed when the thread exits, so w must be a _Thread_local of the calling thread. */
 typedef struct gptc_workspace {
     float *buf;
     size_t cap; /* floats */

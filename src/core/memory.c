@@ -6,6 +6,7 @@
  * The counts are the bytes really taken: header plus the size rounded up to 64. */
 #include "core.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +58,43 @@ void gptc_alloc_reset_peak(void) { atomic_store(&g_peak, atomic_load(&g_live)); 
 
 size_t gptc_alloc_block_bytes(size_t bytes) { return rounded_size(bytes) + HEADER; }
 
+/* The workspaces a thread has allocated, freed when it exits: an OpenMP team that shrinks ends the
+ * threads it no longer needs (and a later, larger one starts new ones), and a thread's
+ * _Thread_local buffers would otherwise stay allocated with nothing pointing at them
+ * (found by LeakSanitizer, `make test-sanitize`). The main thread's last until the process ends. */
+enum { MAX_THREAD_WORKSPACES = 64 };
+typedef struct workspace_list {
+    gptc_workspace *ws[MAX_THREAD_WORKSPACES];
+    int n;
+} workspace_list;
+static _Thread_local workspace_list tl_workspaces;
+static pthread_key_t g_workspace_key;
+static pthread_once_t g_workspace_once = PTHREAD_ONCE_INIT;
+
+static void workspaces_release(void *arg) {
+    workspace_list *l = arg;
+    for (int i = 0; i < l->n; i++) {
+        gptc_free(l->ws[i]->buf);
+        l->ws[i]->buf = NULL;
+        l->ws[i]->cap = 0;
+    }
+    l->n = 0;
+}
+
+static void workspace_key_make(void) { GPTC_ASSERT(pthread_key_create(&g_workspace_key, workspaces_release) == 0); }
+
+/* Records w (a _Thread_local of this thread) for release at thread exit. */
+static void workspace_register(gptc_workspace *w) {
+    pthread_once(&g_workspace_once, workspace_key_make);
+    workspace_list *l = &tl_workspaces;
+    GPTC_ASSERT(l->n < MAX_THREAD_WORKSPACES);
+    l->ws[l->n++] = w;
+    if (l->n == 1) GPTC_ASSERT(pthread_setspecific(g_workspace_key, l) == 0);
+}
+
 float *gptc_workspace_get(gptc_workspace *w, size_t nfloats) {
     if (nfloats > w->cap) {
+        if (!w->buf) workspace_register(w);
         gptc_free(w->buf);
         w->buf = gptc_alloc(nfloats * sizeof(float), "kernel workspace");
         GPTC_ASSERT(w->buf != NULL);
