@@ -76,7 +76,7 @@ $(BUILD)/examples/op_plugin_gelu_%.so: examples/op_plugin_gelu.c include/gptc_op
 	$(CC) $(PLUGIN_FLAGS) -D$(lastword $(subst :, ,$(filter $*:%,$(PLUGIN_VARIANTS)))) $< -o $@
 
 # The tests load the example plugins from beside the test binary (build/examples/).
-$(BUILD)/gptc_tests: $(TEST_OBJ) $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a | $(EXAMPLE_SO)
+$(BUILD)/gptc_tests: $(TEST_OBJ) $(BUILD)/libgptc_cli.a $(BUILD)/libgptc.a | $(EXAMPLE_SO) $(EXAMPLES)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(EXAMPLES): $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libgptc.a

@@ -608,7 +608,9 @@ static int run_train(int argc, char **argv) {
             return usage_error();
         }
         sprintf(all, "%s%s%s", c.t.op_plugins ? c.t.op_plugins : "", c.t.op_plugins ? "," : "", env_plugins);
-        c.t.op_plugins = all; /* lives as long as the process */
+        static char *env_list; /* lives as long as the process (a static keeps it reachable) */
+        free(env_list);
+        c.t.op_plugins = env_list = all;
     }
     /* a rank that stops without dying must not hang the others (see src/dist/watchdog.c) */
     if (gptc_dist_set_comm_timeout(c.comm_timeout)) return usage_error();

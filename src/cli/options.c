@@ -30,6 +30,27 @@ static gptc_status range_error(const gptc_option *o, const char *val, double x) 
     return gptc_fail(GPTC_ERR_ARG, "--%s %s: must be between %.15g and %.15g", o->name, val, o->min, o->max);
 }
 
+/* The joined values of OPT_LIST options: held here (so they stay reachable) until the next parse. */
+#define OWNED_MAX 64
+static char *g_owned[OWNED_MAX];
+static int g_nowned;
+
+/* Records joined, which replaces was (freed if it was one of ours: a list given many times). */
+static void own(char *joined, const char *was) {
+    for (int i = 0; i < g_nowned; i++)
+        if (g_owned[i] == was) {
+            free(g_owned[i]);
+            g_owned[i] = joined;
+            return;
+        }
+    if (g_nowned < OWNED_MAX) g_owned[g_nowned++] = joined; /* (past 64 lists it is simply kept) */
+}
+
+static void release_owned(void) {
+    for (int i = 0; i < g_nowned; i++) free(g_owned[i]);
+    g_nowned = 0;
+}
+
 static gptc_status set_value(const gptc_option *o, void *dst, const char *val) {
     char *field = (char *)dst + o->offset, *end;
     errno = 0;
@@ -73,10 +94,15 @@ static gptc_status set_value(const gptc_option *o, void *dst, const char *val) {
     case OPT_LIST: {
         if (!*val) return gptc_fail(GPTC_ERR_ARG, "--%s: expected a non-empty value", o->name);
         const char *was = *(const char **)field;
-        char *joined = malloc((was ? strlen(was) + 1 : 0) + strlen(val) + 1); /* kept: options live as long as argv */
+        if (!was) { /* the first value is argv's own */
+            *(const char **)field = val;
+            return GPTC_OK;
+        }
+        char *joined = malloc(strlen(was) + 1 + strlen(val) + 1);
         if (!joined) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
-        sprintf(joined, "%s%s%s", was ? was : "", was ? "," : "", val);
+        sprintf(joined, "%s,%s", was, val);
         *(const char **)field = joined;
+        own(joined, was);
         return GPTC_OK;
     }
     }
@@ -85,6 +111,7 @@ static gptc_status set_value(const gptc_option *o, void *dst, const char *val) {
 
 gptc_status gptc_options_parse(const gptc_command_spec *cmd, void *dst, int argc, char **argv, bool *given,
                                const char **pos, int *npos, bool *help) {
+    release_owned(); /* the lists of the previous parse */
     *npos = 0;
     *help = false;
     for (int i = 0; i < argc; i++) {

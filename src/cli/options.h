@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* OPT_LIST: a string option that may be given again; the values are joined with ',' (into memory
- * that lives until the process ends). */
+/* OPT_LIST: a string option that may be given again; the values are joined with ',' (the joined
+ * string lives until the next gptc_options_parse call). */
 typedef enum { OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_STRING, OPT_FLAG, OPT_LIST } gptc_opt_type;
 
 typedef struct gptc_option {
