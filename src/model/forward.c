@@ -118,10 +118,7 @@ enum { DROP_EMBED = 0, DROP_ATTN_RES = 1, DROP_MLP_RES = 2, DROP_ATTN_PROBS = 3 
 static uint64_t drop_stream(int site, int l) { return (uint64_t)site << 32 | (uint32_t)(l + 1); }
 /* the flash attention takes a seed only: one per layer, mixed from the step's seed */
 static uint64_t attn_drop_seed(const gptc_model *m, int l) {
-    uint64_t z = m->dropout_seed ^ (drop_stream(DROP_ATTN_PROBS, l) * 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
+    return gptc_hash64(m->dropout_seed ^ (drop_stream(DROP_ATTN_PROBS, l) * 0x9E3779B97F4A7C15ULL));
 }
 /* in place on x (n): the forward's dropout at a site (nothing when m->dropout is 0) */
 static void drop_fwd(const gptc_model *m, const char *name, int site, int l, float *x, size_t n) {

@@ -325,23 +325,6 @@ gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, 
     return GPTC_OK;
 }
 
-/* The folder's config.json (what other tools load the folder by) must be a JSON object naming the
- * model: an empty or torn one marks a damaged checkpoint. */
-static gptc_status check_config_json(const char *step_dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/" CONFIG_FILE, step_dir);
-    char *text = NULL;
-    size_t len = 0;
-    gptc_status st = gptc_file_read_all(path, &text, &len);
-    if (st) return st;
-    cJSON *o = cJSON_ParseWithLength(text, len);
-    bool ok = cJSON_IsObject(o) && cJSON_IsNumber(cJSON_GetObjectItem(o, "n_layer"));
-    cJSON_Delete(o);
-    gptc_free(text);
-    return ok ? GPTC_OK : gptc_fail(GPTC_ERR_FORMAT, "%s: not a JSON object with the model's n_layer (%zu bytes); the file is "
-                                    "damaged", path, len);
-}
-
 gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found) {
     *found = false;
     char probe[4096];
@@ -369,7 +352,6 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
         snprintf(cand, sizeof cand, "%s/%s", dir, steps[i].name);
         gptc_model_config cfg;
         st = gptc_ckpt_read_config(cand, &cfg, NULL, 0);
-        if (st == GPTC_OK) st = check_config_json(cand);
         if (st == GPTC_OK) {
             snprintf(probe, sizeof probe, "%s/" OPTIM_FILE, cand);
             gptc_st_file f = {0};

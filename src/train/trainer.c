@@ -658,11 +658,8 @@ static step_values values_at(const trainer *t, int step) {
 /* The dropout masks' seed of a micro-step: a function of the run's seed, the step, the micro-step and
  * the rank, so a resumed run draws the masks an uninterrupted one would. */
 static uint64_t micro_seed(const trainer *t, int micro) {
-    uint64_t z = t->o->seed + 0x9E3779B97F4A7C15ULL * ((uint64_t)t->state.step * 65536 + (uint64_t)micro * 1024 +
-                                                       (uint64_t)t->rank + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
+    return gptc_hash64(t->o->seed + 0x9E3779B97F4A7C15ULL * ((uint64_t)t->state.step * 65536 + (uint64_t)micro * 1024 +
+                                                           (uint64_t)t->rank + 1));
 }
 
 /* One optimizer step's gradients, loss and norm, the same on every rank: the micro-steps (the last
