@@ -630,3 +630,50 @@ TEST(io_st_reads_python_fixture) {
     CHECK_EQ_INT(total, f.map_size - 8 - hlen); /* the tensors cover the data */
     gptc_st_close(&f);
 }
+
+/* kB of file-backed pages mapped into this process (RssFile in /proc/self/status), -1 if unknown */
+static long rss_file_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssFile: %ld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb;
+}
+
+/* Opening a file verifies every tensor's checksum, which reads all of it; the pages are released
+ * tensor by tensor, so a 64 MiB file does not stay resident (a resumed run's checkpoint files are the
+ * size of the model and its moments). Touching a tensor brings its pages back, and releasing drops
+ * them again: the measure can see them. */
+TEST(io_st_open_releases_what_it_verified) {
+    if (rss_file_kb() < 0) {
+        printf("    SKIP: no RssFile in /proc/self/status\n");
+        return;
+    }
+    const size_t n = 16u << 20; /* 64 MiB of floats */
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = (float)i;
+    char path[600];
+    snprintf(path, sizeof path, "%s/big.safetensors", test_tmpdir());
+    gptc_st_entry e = {.name = "x", .dtype = GPTC_F32, .ndim = 1, .shape = {(int64_t)n}, .data = x};
+    CHECK_OK(gptc_st_write(path, &e, 1, NULL, NULL, 0));
+    free(x);
+    long before = rss_file_kb();
+    gptc_st_file f = {0};
+    CHECK_OK(gptc_st_open(&f, path));
+    long opened = rss_file_kb();
+    const gptc_st_tensor *t = gptc_st_find(&f, "x");
+    double sum = 0;
+    for (size_t i = 0; t && i < n; i += 1024) sum += ((const float *)t->data)[i];
+    long touched = rss_file_kb();
+    if (t) gptc_st_release(&f, t);
+    long released = rss_file_kb();
+    gptc_st_close(&f);
+    printf("    RssFile: %ld kB before, +%ld after open (checksums verified), +%ld touched, +%ld released\n", before,
+           opened - before, touched - before, released - before);
+    CHECK_MSG(opened - before < 8 * 1024, "open left %ld kB of the file resident", opened - before);
+    CHECK_MSG(touched - before > 48 * 1024, "touching 64 MiB raised RssFile by only %ld kB", touched - before);
+    CHECK_MSG(released - before < 8 * 1024, "release left %ld kB resident", released - before);
+    CHECK(sum > 0);
+}

@@ -71,6 +71,10 @@ typedef struct gptc_st_file {
  * overlapping, the data region fully covered, and every crc32c.<name> in the metadata matching.
  * Any violation is GPTC_ERR_FORMAT with the path and the reason. */
 gptc_status gptc_st_open(gptc_st_file *f, const char *path);
+/* Drops the resident pages of tensor t's bytes (they are read again from the file if touched): a
+ * reader that copies tensor by tensor calls it after each, so a file of N bytes never adds N to the
+ * process's resident memory (checkpoints are the size of the model and its moments). */
+void gptc_st_release(const gptc_st_file *f, const gptc_st_tensor *t);
 void gptc_st_close(gptc_st_file *f);
 const gptc_st_tensor *gptc_st_find(const gptc_st_file *f, const char *name);
 const char *gptc_st_meta(const gptc_st_file *f, const char *key); /* NULL if absent */

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -264,7 +265,18 @@ static gptc_status gptc_st_check_layout(const gptc_st_file *f, gptc_st_span *spa
     return GPTC_OK;
 }
 
-/* Verifies every crc32c.<name> entry of the metadata against its tensor's bytes. */
+void gptc_st_release(const gptc_st_file *f, const gptc_st_tensor *t) {
+    if (!f->map || !t->nbytes) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)f->map;
+    uintptr_t lo = (uintptr_t)t->data & ~(page - 1), hi = ((uintptr_t)t->data + t->nbytes + page - 1) & ~(page - 1);
+    uintptr_t end = (base + f->map_size + page - 1) & ~(page - 1);
+    if (lo < base) lo = base;
+    if (hi > end) hi = end;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* a read-only private mapping: refaulted from the file */
+}
+
+/* Verifies every crc32c.<name> entry of the metadata against its tensor's bytes (each tensor's pages
+ * are released after its check, so verifying a file does not hold it all in memory). */
 static gptc_status gptc_st_check_crcs(const gptc_st_file *f) {
     size_t plen = strlen(GPTC_ST_CRC_PREFIX);
     for (int i = 0; i < f->nmeta; i++) {
@@ -279,6 +291,7 @@ static gptc_status gptc_st_check_crcs(const gptc_st_file *f) {
             return gptc_fail(GPTC_ERR_FORMAT, "%s: checksum of tensor %.200s is \"%.32s\", not 8 lowercase hex digits; " GPTC_ST_HINT,
                              f->path, name, f->meta_vals[i]);
         uint32_t got = gptc_crc32c(0, t->data, t->nbytes);
+        gptc_st_release(f, t);
         if (got != want)
             return gptc_fail(GPTC_ERR_FORMAT,
                              "%s: tensor %.200s fails its checksum (crc32c %08x, expected %08x): the file is corrupt or "

@@ -409,6 +409,7 @@ static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, cons
         }
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
         if (a < b) memcpy(base + (a - lo), (const float *)t->data + (a - d->offset), (b - a) * sizeof(float));
+        gptc_st_release(f, t); /* copied: its pages need not stay resident */
     }
     return GPTC_OK;
 }

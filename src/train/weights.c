@@ -351,6 +351,7 @@ static gptc_status load_safetensors(const gptc_weights_info *info, gptc_model *m
             goto done;
         }
         to_f32(m->params + d->offset, t->data, t->dtype, d->numel);
+        gptc_st_release(&f, t); /* copied: its pages need not stay resident */
     }
     /* GPT2LMHeadModel ties lm_head to wte; a file may still store it */
     const gptc_st_tensor *head = gptc_st_find(&f, "lm_head.weight"), *wte = find_hf(&f, "wte.weight");
