@@ -7,7 +7,9 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -266,4 +268,14 @@ bool gptc_is_dir(const char *path) {
 bool gptc_is_file(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+void gptc_mapped_release(const void *map, size_t map_size, const void *data, size_t n) {
+    if (!map || !n) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)map;
+    uintptr_t lo = (uintptr_t)data & ~(page - 1), hi = ((uintptr_t)data + n + page - 1) & ~(page - 1);
+    uintptr_t end = (base + map_size + page - 1) & ~(page - 1);
+    if (lo < base) lo = base;
+    if (hi > end) hi = end;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* a read-only private mapping: refaulted from the file */
 }

@@ -23,6 +23,10 @@ gptc_status gptc_atomic_commit(gptc_atomic_file *f);
 void gptc_atomic_abort(gptc_atomic_file *f);
 /* Reads a whole file into a gptc_alloc buffer, released with gptc_free (NUL-terminated, *len excludes the NUL). */
 gptc_status gptc_file_read_all(const char *path, char **data, size_t *len);
+/* Drops the resident pages of data[0..n) inside a read-only private mapping map[0..map_size) (they
+ * are read again from the file if touched): readers that copy a mapped file piece by piece call it
+ * after each piece, so the file's size is not added to the process's resident memory. */
+void gptc_mapped_release(const void *map, size_t map_size, const void *data, size_t n);
 /* Creates a folder and its parents (like mkdir -p). */
 gptc_status gptc_mkdir_p(const char *path);
 /* fsyncs a folder (after a rename inside it). */

@@ -266,13 +266,7 @@ static gptc_status gptc_st_check_layout(const gptc_st_file *f, gptc_st_span *spa
 }
 
 void gptc_st_release(const gptc_st_file *f, const gptc_st_tensor *t) {
-    if (!f->map || !t->nbytes) return;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)f->map;
-    uintptr_t lo = (uintptr_t)t->data & ~(page - 1), hi = ((uintptr_t)t->data + t->nbytes + page - 1) & ~(page - 1);
-    uintptr_t end = (base + f->map_size + page - 1) & ~(page - 1);
-    if (lo < base) lo = base;
-    if (hi > end) hi = end;
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* a read-only private mapping: refaulted from the file */
+    gptc_mapped_release(f->map, f->map_size, t->data, t->nbytes);
 }
 
 /* Verifies every crc32c.<name> entry of the metadata against its tensor's bytes (each tensor's pages

@@ -411,7 +411,9 @@ static gptc_status load_llmc(const gptc_weights_info *info, gptc_model *m) {
             to_f32_transposed(m->params + d->offset, p, again.dtype, (size_t)d->shape[1], (size_t)d->shape[0]);
         else
             to_f32(m->params + d->offset, p, again.dtype, d->numel);
-        p += (k == 0 ? Vp * C : d->numel) * es; /* wte's padding rows are skipped */
+        size_t bytes = (k == 0 ? Vp * C : d->numel) * es; /* wte's padding rows are skipped */
+        gptc_mapped_release(map, (size_t)sb.st_size, p, bytes); /* copied: its pages need not stay resident */
+        p += bytes;
     }
 done:
     munmap(map, (size_t)sb.st_size);
