@@ -77,6 +77,10 @@ const char *test_dir(const char *prefix, const char *name, char *buf, size_t cap
 const char *test_path(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Writes len bytes to path (aborts on failure: a test fixture that cannot be made is a bug). */
 void test_write_file(const char *path, const void *data, size_t len);
+/* The tiny model's training setup the library-level training tests share: byte tokens from data,
+ * B=4, T=32, 20 steps (5 warm-up) at lr 3e-3, no periodic evaluation or checkpoint, 2 threads. */
+struct gptc_train_options;
+void test_tiny_train_options(struct gptc_train_options *o, const char *data);
 /* max |a-b| / max(max |b|, 1e-30) */
 double test_rel_err_f(const float *a, const float *b, size_t n);
 double test_rel_err_d(const double *a, const double *b, size_t n);

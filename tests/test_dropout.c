@@ -154,18 +154,9 @@ TEST(dropout_recompute_bit_identical) {
 }
 
 static void train_opts(gptc_train_options *o) {
-    gptc_train_options_default(o);
-    gptc_model_preset("tiny", &o->model);
-    o->data = test_shakespeare_data();
-    o->batch = 4;
-    o->seq = 32;
+    test_tiny_train_options(o, test_shakespeare_data());
     o->steps = 12;
     o->warmup = 3;
-    o->lr = 3e-3f;
-    o->eval_every = 0;
-    o->eval_batches = 2;
-    o->ckpt_every = 0;
-    o->threads = 2;
 }
 
 typedef struct { float loss[64], val[64], drop[64]; int n, stop_at; } rec;

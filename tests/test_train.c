@@ -32,20 +32,7 @@ static const char *shakespeare(void) {
     return dir;
 }
 
-static void tiny_options(gptc_train_options *o) {
-    gptc_train_options_default(o);
-    gptc_model_preset("tiny", &o->model);
-    o->data = shakespeare();
-    o->batch = 4;
-    o->seq = 32;
-    o->steps = 20;
-    o->warmup = 5;
-    o->lr = 3e-3f;
-    o->eval_every = 0;
-    o->eval_batches = 2;
-    o->ckpt_every = 0;
-    o->threads = 2;
-}
+static void tiny_options(gptc_train_options *o) { test_tiny_train_options(o, shakespeare()); }
 
 typedef struct { float loss[256]; int n, stop_at; } recorder;
 static int record(void *user, const gptc_step_info *in) {

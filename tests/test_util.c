@@ -1,6 +1,7 @@
 /* test_util.c — helpers shared by the tests: a scratch folder, running the CLI, error measures. */
 #include "test.h"
 #include "core/core.h"
+#include "gptc.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -128,4 +129,19 @@ float *test_copy_f(const float *x, size_t n) {
     float *y = malloc((n ? n : 1) * sizeof *y);
     memcpy(y, x, n * sizeof *y);
     return y;
+}
+
+void test_tiny_train_options(gptc_train_options *o, const char *data) {
+    gptc_train_options_default(o);
+    gptc_model_preset("tiny", &o->model);
+    o->data = data;
+    o->batch = 4;
+    o->seq = 32;
+    o->steps = 20;
+    o->warmup = 5;
+    o->lr = 3e-3f;
+    o->eval_every = 0;
+    o->eval_batches = 2;
+    o->ckpt_every = 0;
+    o->threads = 2;
 }

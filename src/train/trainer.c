@@ -133,10 +133,6 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
     if (!(o->rollback_lr > 0 && o->rollback_lr <= 1))
         return gptc_fail(GPTC_ERR_ARG, "--rollback-lr %g: must be in (0, 1]", o->rollback_lr);
     if (o->max_rollbacks < 0) return gptc_fail(GPTC_ERR_ARG, "--max-rollbacks %d: must be 0 or more", o->max_rollbacks);
-    if (o->skip_spikes && o->spike_window < 2)
-        return gptc_fail(GPTC_ERR_ARG, "--spike-window %d: must be at least 2", o->spike_window);
-    if (o->skip_spikes && !(o->spike_z > 0 && isfinite(o->spike_z)))
-        return gptc_fail(GPTC_ERR_ARG, "--spike-z %g: must be a positive number", o->spike_z);
     if (!(o->dropout >= 0 && o->dropout < 1)) return gptc_fail(GPTC_ERR_ARG, "--dropout %g: must be in [0, 1)", o->dropout);
     if (!(o->attn_dropout >= 0 && o->attn_dropout < 1))
         return gptc_fail(GPTC_ERR_ARG, "--attn-dropout %g: must be in [0, 1)", o->attn_dropout);
@@ -648,7 +644,7 @@ static float pick(float override, const gptc_hparam_schedule *s, int step, float
 static step_values values_at(const trainer *t, int step) {
     const gptc_train_options *o = t->o;
     step_values v;
-    v.lr = pick(t->ctl.lr, &t->lr_sched, step, t->lr_sched.n ? 0 : gptc_lr_at(&t->sched, step)) * t->state.lr_scale;
+    v.lr = pick(t->ctl.lr, &t->lr_sched, step, gptc_lr_at(&t->sched, step)) * t->state.lr_scale;
     v.dropout = pick(t->ctl.dropout, &t->drop_sched, step, o->dropout);
     v.attn_dropout = pick(t->ctl.attn_dropout, &t->attn_drop_sched, step, o->attn_dropout);
     v.weight_decay = pick(t->ctl.weight_decay, &t->wd_sched, step, o->weight_decay);
@@ -827,7 +823,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         }
         /* rank 0's callbacks may stop the run or change the values of the next steps: all ranks follow */
         gptc_dist_bcast(&stop, sizeof stop, 0);
-        gptc_dist_bcast(&t.ctl, sizeof t.ctl, 0);
+        if (o.callbacks) gptc_dist_bcast(&t.ctl, sizeof t.ctl, 0);
         char written[4096];
         if (act && !stop) { /* too many bad steps in a row: back to the newest checkpoint */
             if ((st = roll_back(&t, gptc_bad_kind_name(kind), written, sizeof written))) goto fail;
@@ -861,7 +857,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
             }
             const gptc_callbacks *cb = o.callbacks;
             if (t.rank == 0 && cb && cb->on_checkpoint) cb->on_checkpoint(cb->user, t.state.step, written, &t.ctl);
-            gptc_dist_bcast(&t.ctl, sizeof t.ctl, 0);
+            if (o.callbacks) gptc_dist_bcast(&t.ctl, sizeof t.ctl, 0);
             if (t.ctl.stop) stop = 1;
         }
     }
