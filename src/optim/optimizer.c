@@ -33,12 +33,12 @@ static pthread_once_t g_names_once = PTHREAD_ONCE_INIT;
 static void names_build(void) {
     size_t len = 0;
     for (int i = 0; i < gptc_noptimizers; i++) {
-        const char *sep = i ? ", " : "";
-        size_t need = strlen(sep) + strlen(gptc_optimizers[i]->name);
-        if (len + need >= sizeof g_names) break; /* cannot happen with short names; never overflow */
-        memcpy(g_names + len, sep, strlen(sep));
-        memcpy(g_names + len + strlen(sep), gptc_optimizers[i]->name, strlen(gptc_optimizers[i]->name));
-        len += need;
+        const char *sep = i ? ", " : "", *name = gptc_optimizers[i]->name;
+        size_t ls = strlen(sep), ln = strlen(name);
+        if (len + ls + ln >= sizeof g_names) break; /* never overflow (names are a few letters) */
+        memcpy(g_names + len, sep, ls);
+        memcpy(g_names + len + ls, name, ln);
+        len += ls + ln;
     }
     g_names[len] = '\0';
 }
