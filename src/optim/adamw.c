@@ -1,27 +1,66 @@
-/* adamw.c — AdamW over the parameter arena (or a range of it, for ZeRO-1's shards), tensor by
- * tensor so weight decay touches only the 2-D weights; the arithmetic is the kernel table's adamw
- * entry. */
+/* adamw.c — AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization") as an optimizer
+ * kind (optimizer.h): two state buffers, the first moment "exp_avg" and the second "exp_avg_sq", over
+ * the parameter arena or a range of it (ZeRO-1's shards). The update goes tensor by tensor so weight
+ * decay touches only the tensors marked decay (2-D weights); the arithmetic is the kernel table's
+ * adamw entry. gptc_adamw_update / gptc_adamw_update_range (optim.h) are the same loop with the
+ * hyper-parameters in a gptc_adamw. */
 #include "optim/optim.h"
+#include "optim/optimizer.h"
+#include "core/core.h"
 #include "core/profile.h"
 
-void gptc_adamw_update_range(gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi,
-                             const gptc_adamw *h, float lr, float grad_scale, int t) {
+#include <math.h>
+
+/* AdamW on arena floats [lo, hi): g, m, v hold that range (g[0], m[0], v[0] are parameter lo's),
+ * model->params the whole arena. Each tensor's piece inside the range is one kernel call with that
+ * tensor's weight decay (wd on decay tensors, 0 on the others); padding between tensors is skipped. */
+static void adamw_range(const gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi, float b1,
+                        float b2, float eps, float wd, float lr, float grad_scale, int t) {
     const gptc_kernels *k = model->k;
     gptc_prof_begin(GPTC_PROF_OPT, "adamw", -1);
-    size_t n = 0;
+    size_t n = 0; /* parameters updated */
     for (int i = 0; i < model->ntensors; i++) {
         const gptc_tensor_desc *d = &model->tensors[i];
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
         if (a >= b) continue;
-        k->adamw(model->params + a, g + (a - lo), m + (a - lo), v + (a - lo), b - a, lr, h->beta1, h->beta2, h->eps,
-                 d->decay ? h->weight_decay : 0.0f, grad_scale, t);
-        n += d->numel;
+        k->adamw(model->params + a, g + (a - lo), m + (a - lo), v + (a - lo), b - a, lr, b1, b2, eps,
+                 d->decay ? wd : 0.0f, grad_scale, t);
+        n += b - a;
     }
     /* per parameter ~12 FLOPs (moments, bias corrections, sqrt, divide, decay, step); reads p, g, m,
-     * v and writes p, m, v */
+     * v and writes p, m, v (7 floats of 4 bytes) */
     gptc_prof_end(12.0 * n, 28.0 * n);
 }
 
-void gptc_adamw_update(gptc_model *model, float *m, float *v, const gptc_adamw *h, float lr, float grad_scale, int t) {
-    gptc_adamw_update_range(model, model->grads, m, v, 0, model->num_floats, h, lr, grad_scale, t);
+void gptc_adamw_update_range(gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi,
+                             const gptc_adamw *h, float lr, float grad_scale, int t) {
+    adamw_range(model, g, m, v, lo, hi, h->beta1, h->beta2, h->eps, h->weight_decay, lr, grad_scale, t);
 }
+
+void gptc_adamw_update(gptc_model *model, float *m, float *v, const gptc_adamw *h, float lr, float grad_scale, int t) {
+    adamw_range(model, model->grads, m, v, 0, model->num_floats, h->beta1, h->beta2, h->eps, h->weight_decay, lr,
+                grad_scale, t);
+}
+
+/* beta1, beta2 in [0, 1), eps positive and finite (NaN fails every comparison, so it is refused). */
+static gptc_status adamw_check(const gptc_train_options *o) {
+    if (!(o->beta1 >= 0 && o->beta1 < 1)) return gptc_fail(GPTC_ERR_ARG, "beta1 %g: must be in [0, 1)", o->beta1);
+    if (!(o->beta2 >= 0 && o->beta2 < 1)) return gptc_fail(GPTC_ERR_ARG, "beta2 %g: must be in [0, 1)", o->beta2);
+    if (!(o->eps > 0 && isfinite(o->eps))) return gptc_fail(GPTC_ERR_ARG, "eps %g: must be positive and finite", o->eps);
+    return GPTC_OK;
+}
+
+/* state[0] exp_avg, state[1] exp_avg_sq: each hi - lo floats, element j belonging to parameter lo + j. */
+static void adamw_update(const gptc_model *m, const gptc_train_options *o, const float *g, float *const *state,
+                         size_t lo, size_t hi, float lr, float wd, float grad_scale, int t) {
+    adamw_range(m, g, state[0], state[1], lo, hi, o->beta1, o->beta2, o->eps, wd, lr, grad_scale, t);
+}
+
+const gptc_optimizer_kind gptc_optimizer_adamw = {
+    .name = "adamw",
+    .help = "AdamW: Adam with decoupled weight decay (--beta1, --beta2, --eps); two state floats per parameter",
+    .nstates = 2,
+    .state_names = {"exp_avg", "exp_avg_sq"},
+    .check = adamw_check,
+    .update = adamw_update,
+};

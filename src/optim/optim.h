@@ -1,5 +1,5 @@
-/* optim.h — AdamW over the model's tensors, the learning-rate schedule, and the global gradient
- * norm used for clipping. */
+/* optim.h — AdamW over the model's tensors (the pre-interface entry points; optimizer.h is the
+ * interface), the learning-rate schedule, and the global gradient norm used for clipping. */
 #ifndef GPTC_OPTIM_H
 #define GPTC_OPTIM_H
 
@@ -31,7 +31,10 @@ typedef struct gptc_adamw {
     float beta1, beta2, eps, weight_decay;
 } gptc_adamw;
 
-/* One AdamW update of every tensor (weight decay on the 2-D ones), t = 1-based update count;
+/* gptc_adamw_update / _range are the optimizer kind gptc_optimizer_adamw's loop (optim/adamw.c,
+ * optimizer.h) with its hyper-parameters in a gptc_adamw instead of the run's options: the same
+ * kernel calls in the same order, so the same bits.
+ * One AdamW update of every tensor (weight decay on the 2-D ones), t = 1-based update count;
  * m, v (num_floats) share the parameter layout. */
 void gptc_adamw_update(gptc_model *model, float *m, float *v, const gptc_adamw *h, float lr, float grad_scale, int t);
 /* The same on floats [lo, hi) of the arena only (ZeRO-1: this rank's shard, which may cut tensors):
