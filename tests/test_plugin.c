@@ -146,7 +146,7 @@ TEST(plugin_refusals_name_the_cause) {
     struct {
         const char *variant, *want;
     } cases[] = {
-        {"_bad_abi", "built for operator ABI version 2, but this gptc speaks version 1"},
+        {"_bad_abi", "built for operator ABI version 3, but this gptc speaks versions 1 to 2"},
         {"_unknown_op", "registers operator 'softmax_fwd', which a plugin cannot replace"},
         {"_no_entry", "not a gptc operator plugin (no gptc_op_plugin_entry symbol)"},
         {"_contract", "gelu_fwd (plain_tanh) takes N at most 4096, but the training step calls it with N = B*T*4C = 32768"},
