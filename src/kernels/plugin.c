@@ -184,8 +184,72 @@ static const char *base_name(const char *path) {
     return s ? s + 1 : path;
 }
 
-/* One library: open, entry, version, names; then each operator the run calls: contract, probe, overlay.
- * who[op] records which library gave an operator (duplicates are refused). */
+/* One plugin's description (from a library at `path`, or linked in): version, names; then each operator
+ * the run calls: contract, probe, overlay. who[op] records which plugin gave an operator (duplicates are
+ * refused); *used counts the operators installed. */
+static gptc_status add_plugin(gptc_op_plugins *s, const char *path, const gptc_op_plugin *pl, const gptc_op_run *r,
+                              char who[][256], int *used) {
+    if (pl->abi_version < GPTC_OP_ABI_MIN_VERSION || pl->abi_version > GPTC_OP_ABI_VERSION)
+        return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: built for operator ABI version %u, but this gptc speaks versions %u "
+                         "to %u; rebuild it against this gptc's include/gptc_op_plugin.h", path, pl->abi_version,
+                         GPTC_OP_ABI_MIN_VERSION, GPTC_OP_ABI_VERSION);
+    const char *pname = pl->name && *pl->name ? pl->name : base_name(path);
+    if (pl->nimpls < 1 || !pl->impls)
+        return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: registers no operator", path);
+    for (int i = 0; i < pl->nimpls; i++) {
+        const gptc_op_impl *im = &pl->impls[i];
+        int op = op_index(im->op);
+        if (op < 0) {
+            char names[1024] = "";
+            for (int j = 0; j < NOPS; j++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", gptc_op_infos[j].name);
+            return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: registers operator '%s', which a plugin cannot replace (these "
+                             "can: %s)", path, im->op ? im->op : "(null)", names);
+        }
+        const char *name = gptc_op_infos[op].name;
+        if (gptc_op_infos[op].since > pl->abi_version)
+            return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: registers operator '%s', replaceable since operator ABI version "
+                             "%u, but declares version %u; rebuild it against this gptc's include/gptc_op_plugin.h", path,
+                             name, gptc_op_infos[op].since, pl->abi_version);
+        if (!im->fn.any || !im->name || !*im->name || strlen(im->name) > 64)
+            return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s has no %s", path, name,
+                             !im->fn.any ? "function" : "implementation name (1 to 64 characters)");
+        if (who[op][0])
+            return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s is already replaced by %s; give one plugin per operator", path,
+                             name, who[op]);
+        if (!op_runs(op, r)) {
+            if (!r->quiet)
+                gptc_warn("--op-plugin %s: %s (%s) is not called by this run (it runs %s); skipped", path, name, im->name,
+                          gptc_op_infos[op].runs_when);
+            continue;
+        }
+        gptc_status st = check_contract(path, op, im, r);
+        if (st) return st;
+        double err, tol = gptc_op_infos[op].tol;
+        const char *what;
+        if ((st = gptc_op_probe_index(op, im->fn, r, &im->contract, &err, &what)))
+            return gptc_fail_prefix(st, "--op-plugin %s: %s (%s)", path, name, im->name);
+        if (!(err <= tol))
+            return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s (%s) disagrees with the reference: max error %.3g in %s, "
+                             "tolerance %.3g (probe at the run's shapes); fix the plugin or leave it out", path, name,
+                             im->name, err, what, tol);
+        char label[160];
+        snprintf(label, sizeof label, "%s[plugin:%s]", name, im->name);
+        const char *l = intern(label);
+        if (!l)
+            return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+        memcpy((char *)&s->table + gptc_op_infos[op].slot * sizeof(void *), &im->fn.any, sizeof(void *));
+        s->labels[gptc_op_infos[op].slot] = l;
+        snprintf(who[op], 256, "%s", path);
+        size_t k = strlen(s->summary);
+        snprintf(s->summary + k, sizeof s->summary - k, "%s%s = %s:%s (error %.2g, tolerance %.2g)", k ? ", " : "", name,
+                 pname, im->name, err, tol);
+        (*used)++;
+    }
+    return GPTC_OK;
+}
+
+/* One library: open it, find its entry and description, add its operators (add_plugin). */
 static gptc_status load_one(gptc_op_plugins *s, const char *path, const gptc_op_run *r, char who[][256]) {
     char local[4200];
     snprintf(local, sizeof local, "%s%s", strchr(path, '/') ? "" : "./", path); /* a bare name is a file here */
@@ -209,80 +273,8 @@ static gptc_status load_one(gptc_op_plugins *s, const char *path, const gptc_op_
                        "this gptc's include/gptc_op_plugin.h", path, GPTC_OP_ABI_VERSION);
         goto fail;
     }
-    if (pl->abi_version < GPTC_OP_ABI_MIN_VERSION || pl->abi_version > GPTC_OP_ABI_VERSION) {
-        st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: built for operator ABI version %u, but this gptc speaks versions %u "
-                       "to %u; rebuild it against this gptc's include/gptc_op_plugin.h", path, pl->abi_version,
-                       GPTC_OP_ABI_MIN_VERSION, GPTC_OP_ABI_VERSION);
-        goto fail;
-    }
-    const char *pname = pl->name && *pl->name ? pl->name : base_name(path);
-    if (pl->nimpls < 1 || !pl->impls) {
-        st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: registers no operator", path);
-        goto fail;
-    }
     int used = 0;
-    for (int i = 0; i < pl->nimpls; i++) {
-        const gptc_op_impl *im = &pl->impls[i];
-        int op = op_index(im->op);
-        if (op < 0) {
-            char names[1024] = "";
-            for (int j = 0; j < NOPS; j++)
-                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", gptc_op_infos[j].name);
-            st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: registers operator '%s', which a plugin cannot replace (these "
-                           "can: %s)", path, im->op ? im->op : "(null)", names);
-            goto fail;
-        }
-        const char *name = gptc_op_infos[op].name;
-        if (gptc_op_infos[op].since > pl->abi_version) {
-            st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: registers operator '%s', replaceable since operator ABI version "
-                           "%u, but declares version %u; rebuild it against this gptc's include/gptc_op_plugin.h", path,
-                           name, gptc_op_infos[op].since, pl->abi_version);
-            goto fail;
-        }
-        if (!im->fn.any || !im->name || !*im->name || strlen(im->name) > 64) {
-            st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s has no %s", path, name,
-                           !im->fn.any ? "function" : "implementation name (1 to 64 characters)");
-            goto fail;
-        }
-        if (who[op][0]) {
-            st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s is already replaced by %s; give one plugin per operator", path,
-                           name, who[op]);
-            goto fail;
-        }
-        if (!op_runs(op, r)) {
-            if (!r->quiet)
-                gptc_warn("--op-plugin %s: %s (%s) is not called by this run (it runs %s); skipped", path, name, im->name,
-                          gptc_op_infos[op].runs_when);
-            continue;
-        }
-        if ((st = check_contract(path, op, im, r))) goto fail;
-        double err, tol = gptc_op_infos[op].tol;
-        const char *what;
-        if ((st = gptc_op_probe_index(op, im->fn, r, &im->contract, &err, &what))) {
-            st = gptc_fail_prefix(st, "--op-plugin %s: %s (%s)", path, name, im->name);
-            goto fail;
-        }
-        if (!(err <= tol)) {
-            st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s (%s) disagrees with the reference: max error %.3g in %s, "
-                           "tolerance %.3g (probe at the run's shapes); fix the plugin or leave it out", path, name,
-                           im->name, err, what, tol);
-            goto fail;
-        }
-        char label[160];
-        snprintf(label, sizeof label, "%s[plugin:%s]", name, im->name);
-        const char *l = intern(label);
-        if (!l) {
-            st = gptc_fail(GPTC_ERR_NOMEM, "out of memory");
-            goto fail;
-        }
-        memcpy((char *)&s->table + gptc_op_infos[op].slot * sizeof(void *), &im->fn.any, sizeof(void *));
-        s->labels[gptc_op_infos[op].slot] = l;
-        snprintf(who[op], 256, "%s", path);
-        size_t k = strlen(s->summary);
-        snprintf(s->summary + k, sizeof s->summary - k, "%s%s = %s:%s (error %.2g, tolerance %.2g)", k ? ", " : "", name,
-                 pname, im->name, err, tol);
-        used++;
-    }
+    if ((st = add_plugin(s, path, pl, r, who, &used))) goto fail;
     if (!used) dlclose(h); /* nothing of it in the table */
     return GPTC_OK;          /* otherwise kept open: the table points into it until the process ends */
 fail:
@@ -313,6 +305,32 @@ gptc_status gptc_op_plugins_load(const char *paths, const gptc_kernels *base, co
             if ((st = load_one(s, path, run, who))) break;
         }
         p += len + (p[len] != 0);
+    }
+    if (st) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    g_active = s;
+    return GPTC_OK;
+}
+
+gptc_status gptc_op_plugins_link(const gptc_op_plugin *const *plugins, int n, const gptc_kernels *base,
+                                 const gptc_op_run *run, gptc_op_plugins **out) {
+    *out = NULL;
+    gptc_op_plugins *s = calloc(1, sizeof *s);
+    if (!s) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+    s->table = *base;
+    s->table.labels = s->labels;
+    char who[NOPS][256];
+    memset(who, 0, sizeof who);
+    gptc_status st = GPTC_OK;
+    for (int i = 0; i < n && !st; i++) {
+        char origin[96];
+        snprintf(origin, sizeof origin, "%s (linked in)", plugins[i] && plugins[i]->name ? plugins[i]->name : "(unnamed)");
+        int used = 0;
+        st = plugins[i] ? add_plugin(s, origin, plugins[i], run, who, &used)
+                        : gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: no description", origin);
     }
     if (st) {
         free(s);

@@ -48,6 +48,11 @@ typedef struct gptc_op_plugins gptc_op_plugins;
  * library, the operator and why, and *out is NULL. */
 gptc_status gptc_op_plugins_load(const char *paths, const gptc_kernels *base, const gptc_op_run *run,
                                  gptc_op_plugins **out);
+/* The same for plugins linked into the program (n descriptions, as gptc_op_plugin_entry would return
+ * them): the same checks, probes and labels; messages name a plugin "NAME (linked in)". For programs
+ * that embed libgptc with their own kernels, and for tests. */
+gptc_status gptc_op_plugins_link(const gptc_op_plugin *const *plugins, int n, const gptc_kernels *base,
+                                 const gptc_op_run *run, gptc_op_plugins **out);
 /* The base table with the accepted operators (valid until gptc_op_plugins_free). */
 const gptc_kernels *gptc_op_plugins_table(const gptc_op_plugins *s);
 /* Accepted operators, one line: "gelu_fwd = example_gelu:plain_tanh (error 0, tolerance 1e-05), ..."
