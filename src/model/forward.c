@@ -13,8 +13,6 @@
  * the same bits. */
 #include "model/gpt2.h"
 
-#include <string.h>
-
 /* ---- dropout sites: each has its own stream of the step's seed (kernels/dropout.h) */
 enum { DROP_EMBED = 0, DROP_ATTN_RES = 1, DROP_MLP_RES = 2, DROP_ATTN_PROBS = 3 };
 static uint64_t drop_stream(int site, int l) { return (uint64_t)site << 32 | (uint32_t)(l + 1); }
