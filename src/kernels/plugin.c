@@ -10,78 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every signature of the ABI is the kernel table's. */
-#define SAME_TYPE(type, op)                                                                                         \
-    _Static_assert(__builtin_types_compatible_p(gptc_op_##type##_fn, __typeof__(((gptc_kernels *)0)->op)),         \
-                   "gptc_op_plugin.h: " #op " differs from kernels.h")
-SAME_TYPE(gelu_fwd, gelu_fwd);
-SAME_TYPE(gelu_bwd, gelu_bwd);
-SAME_TYPE(layernorm_fwd, layernorm_fwd);
-SAME_TYPE(layernorm_bwd, layernorm_bwd);
-SAME_TYPE(residual_layernorm_fwd, residual_layernorm_fwd);
-SAME_TYPE(layernorm_bwd_residual, layernorm_bwd_residual);
-SAME_TYPE(attention_fwd, attention_fwd);
-SAME_TYPE(attention_bwd, attention_bwd);
-SAME_TYPE(gemm, gemm);
-SAME_TYPE(gemm, gemm_bf16);
-SAME_TYPE(flash_fwd, flash_fwd);
-SAME_TYPE(flash_bwd, flash_bwd);
-SAME_TYPE(flash_fwd, flash_fwd_bf16);
-SAME_TYPE(flash_bwd, flash_bwd_bf16);
-SAME_TYPE(gelu_fwd, gelu_erf_fwd);
-SAME_TYPE(gelu_bwd, gelu_erf_bwd);
-SAME_TYPE(gelu_fwd, gelu_sigmoid_fwd);
-SAME_TYPE(gelu_bwd, gelu_sigmoid_bwd);
-SAME_TYPE(encoder_fwd, encoder_fwd);
-SAME_TYPE(encoder_bwd, encoder_bwd);
-SAME_TYPE(bias_fwd, bias_fwd);
-SAME_TYPE(bias_bwd, bias_bwd);
-SAME_TYPE(attention_decode, attention_decode);
-SAME_TYPE(residual_fwd, residual_fwd);
-SAME_TYPE(residual_bwd, residual_bwd);
-SAME_TYPE(crossentropy_fwd, crossentropy_fwd);
-SAME_TYPE(crossentropy_bwd, crossentropy_bwd);
-SAME_TYPE(crossentropy_fused, crossentropy_fused);
-SAME_TYPE(adamw, adamw);
-SAME_TYPE(qkv_to_heads, qkv_to_heads);
-SAME_TYPE(heads_to_qkv_grad, heads_to_qkv_grad);
-SAME_TYPE(heads_to_rows, heads_to_rows);
-SAME_TYPE(rows_to_heads, rows_to_heads);
-SAME_TYPE(dropout, dropout);
-SAME_TYPE(zero, zero);
-SAME_TYPE(grad_sumsq, grad_sumsq);
-/* and every operator of the table is one of them */
-_Static_assert(GPTC_OP_COUNT == 36, "a kernel table entry without a plugin operator (plugin_ops.h)");
-
 #define NOPS GPTC_OP_COUNT
 
 static int op_index(const char *name) {
     for (int i = 0; name && i < NOPS; i++)
         if (strcmp(name, gptc_op_infos[i].name) == 0) return i;
     return -1;
-}
-
-/* Whether the run calls op (its training step, evaluation, sampling or optimizer update). */
-static bool op_runs(int op, const gptc_op_run *r) {
-    bool flash = !r->naive_attention;
-    switch (op) {
-    case OP_GELU_FWD: case OP_GELU_BWD: return r->gelu == GPTC_GELU_KIND_TANH;
-    case OP_GELU_ERF_FWD: case OP_GELU_ERF_BWD: return r->gelu == GPTC_GELU_KIND_ERF;
-    case OP_GELU_SIG_FWD: case OP_GELU_SIG_BWD: return r->gelu == GPTC_GELU_KIND_SIGMOID;
-    case OP_LN_BWD: case OP_BIAS_FWD: case OP_XENT_BWD: return !r->fuse;
-    case OP_RES_LN_FWD: case OP_LN_BWD_RES: case OP_XENT_FUSED: return r->fuse;
-    case OP_ATT_FWD: case OP_ATT_BWD: return r->naive_attention;
-    case OP_GEMM: return !r->bf16 || r->decode;
-    case OP_GEMM_BF16: return r->bf16;
-    case OP_FLASH_FWD: case OP_FLASH_BWD: return flash && !r->bf16;
-    case OP_FLASH_FWD_BF16: case OP_FLASH_BWD_BF16: return flash && r->bf16;
-    case OP_QKV_TO_HEADS: case OP_HEADS_TO_QKV_GRAD: case OP_HEADS_TO_ROWS: case OP_ROWS_TO_HEADS: return flash;
-    case OP_ATT_DECODE: return r->decode;
-    case OP_RES_FWD: return !r->fuse || r->decode;
-    case OP_RES_BWD: return false;
-    case OP_DROPOUT: return r->dropout;
-    default: return true; /* layernorm_fwd, encoder, bias_bwd, crossentropy_fwd, adamw, zero, grad_sumsq */
-    }
 }
 
 /* ---------------------------------------------------------------- the shape contract */
@@ -217,7 +151,7 @@ static gptc_status add_plugin(gptc_op_plugins *s, const char *path, const gptc_o
         if (who[op][0])
             return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s is already replaced by %s; give one plugin per operator", path,
                              name, who[op]);
-        if (!op_runs(op, r)) {
+        if (!gptc_op_runs(op, r)) {
             if (!r->quiet)
                 gptc_warn("--op-plugin %s: %s (%s) is not called by this run (it runs %s); skipped", path, name, im->name,
                           gptc_op_infos[op].runs_when);

@@ -1,6 +1,6 @@
 /* plugin_ops.h — private to src/kernels: the index of each replaceable operator (the order of
- * gptc_op_infos) and the probe that validates one implementation (plugin_probe.c) for the loader
- * (plugin.c). */
+ * gptc_op_infos), when a run calls it, and the probe that validates one implementation
+ * (plugin_probe.c) for the loader (plugin.c). */
 #ifndef GPTC_KERNELS_PLUGIN_OPS_H
 #define GPTC_KERNELS_PLUGIN_OPS_H
 
@@ -17,6 +17,9 @@ enum {
     OP_QKV_TO_HEADS, OP_HEADS_TO_QKV_GRAD, OP_HEADS_TO_ROWS, OP_ROWS_TO_HEADS, OP_DROPOUT, OP_ZERO, OP_GRAD_SUMSQ,
     GPTC_OP_COUNT
 };
+
+/* Whether the run calls op (its training step, evaluation, sampling or optimizer update). */
+bool gptc_op_runs(int op, const gptc_op_run *r);
 
 /* Runs fn, an implementation of operator op, and the reference on probe inputs of run's shapes: *err the
  * largest error over the outputs, *what the output with that error. GPTC_ERR_STATE when fn wrote past

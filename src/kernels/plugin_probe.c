@@ -1,5 +1,6 @@
-/* plugin_probe.c — the replaceable operators (gptc_op_infos: every entry of the kernel table, with
- * its tolerance) and the probe that validates an implementation of one against the reference table.
+/* plugin_probe.c — the replaceable operators (gptc_op_infos: every entry of the kernel table, with its
+ * tolerance; their signatures checked against the table; which runs call each), and the probe that
+ * validates an implementation of one against the reference table.
  *
  * Probes: random inputs from a fixed seed, at the run's shapes but bounded in cost. A size above
  * PROBE_CAP elements (rows for the row-wise operators: PROBE_CAP / width) is cut to at most the cap
@@ -60,6 +61,74 @@ const gptc_op_info gptc_op_infos[GPTC_OP_COUNT] = {
 };
 #undef S
 const int gptc_op_ninfos = GPTC_OP_COUNT;
+
+/* Every signature of the ABI is the kernel table's. */
+#define SAME_TYPE(type, op)                                                                                         \
+    _Static_assert(__builtin_types_compatible_p(gptc_op_##type##_fn, __typeof__(((gptc_kernels *)0)->op)),         \
+                   "gptc_op_plugin.h: " #op " differs from kernels.h")
+SAME_TYPE(gelu_fwd, gelu_fwd);
+SAME_TYPE(gelu_bwd, gelu_bwd);
+SAME_TYPE(layernorm_fwd, layernorm_fwd);
+SAME_TYPE(layernorm_bwd, layernorm_bwd);
+SAME_TYPE(residual_layernorm_fwd, residual_layernorm_fwd);
+SAME_TYPE(layernorm_bwd_residual, layernorm_bwd_residual);
+SAME_TYPE(attention_fwd, attention_fwd);
+SAME_TYPE(attention_bwd, attention_bwd);
+SAME_TYPE(gemm, gemm);
+SAME_TYPE(gemm, gemm_bf16);
+SAME_TYPE(flash_fwd, flash_fwd);
+SAME_TYPE(flash_bwd, flash_bwd);
+SAME_TYPE(flash_fwd, flash_fwd_bf16);
+SAME_TYPE(flash_bwd, flash_bwd_bf16);
+SAME_TYPE(gelu_fwd, gelu_erf_fwd);
+SAME_TYPE(gelu_bwd, gelu_erf_bwd);
+SAME_TYPE(gelu_fwd, gelu_sigmoid_fwd);
+SAME_TYPE(gelu_bwd, gelu_sigmoid_bwd);
+SAME_TYPE(encoder_fwd, encoder_fwd);
+SAME_TYPE(encoder_bwd, encoder_bwd);
+SAME_TYPE(bias_fwd, bias_fwd);
+SAME_TYPE(bias_bwd, bias_bwd);
+SAME_TYPE(attention_decode, attention_decode);
+SAME_TYPE(residual_fwd, residual_fwd);
+SAME_TYPE(residual_bwd, residual_bwd);
+SAME_TYPE(crossentropy_fwd, crossentropy_fwd);
+SAME_TYPE(crossentropy_bwd, crossentropy_bwd);
+SAME_TYPE(crossentropy_fused, crossentropy_fused);
+SAME_TYPE(adamw, adamw);
+SAME_TYPE(qkv_to_heads, qkv_to_heads);
+SAME_TYPE(heads_to_qkv_grad, heads_to_qkv_grad);
+SAME_TYPE(heads_to_rows, heads_to_rows);
+SAME_TYPE(rows_to_heads, rows_to_heads);
+SAME_TYPE(dropout, dropout);
+SAME_TYPE(zero, zero);
+SAME_TYPE(grad_sumsq, grad_sumsq);
+/* and every operator of the table is one of them: the table's slots but its 6 others (variant, gemm_isa,
+ * gemm_bf16_isa, labels, flash_scratch, flash_scratch_bf16; tests/test_backend.c checks that
+ * gptc_kernel_ops lists the same count) */
+_Static_assert(GPTC_OP_COUNT + 6 == GPTC_KERNEL_SLOTS, "a kernel table entry without a plugin operator (plugin_ops.h)");
+
+/* Whether the run calls op (its training step, evaluation, sampling or optimizer update). */
+bool gptc_op_runs(int op, const gptc_op_run *r) {
+    bool flash = !r->naive_attention;
+    switch (op) {
+    case OP_GELU_FWD: case OP_GELU_BWD: return r->gelu == GPTC_GELU_KIND_TANH;
+    case OP_GELU_ERF_FWD: case OP_GELU_ERF_BWD: return r->gelu == GPTC_GELU_KIND_ERF;
+    case OP_GELU_SIG_FWD: case OP_GELU_SIG_BWD: return r->gelu == GPTC_GELU_KIND_SIGMOID;
+    case OP_LN_BWD: case OP_BIAS_FWD: case OP_XENT_BWD: return !r->fuse;
+    case OP_RES_LN_FWD: case OP_LN_BWD_RES: case OP_XENT_FUSED: return r->fuse;
+    case OP_ATT_FWD: case OP_ATT_BWD: return r->naive_attention;
+    case OP_GEMM: return !r->bf16 || r->decode;
+    case OP_GEMM_BF16: return r->bf16;
+    case OP_FLASH_FWD: case OP_FLASH_BWD: return flash && !r->bf16;
+    case OP_FLASH_FWD_BF16: case OP_FLASH_BWD_BF16: return flash && r->bf16;
+    case OP_QKV_TO_HEADS: case OP_HEADS_TO_QKV_GRAD: case OP_HEADS_TO_ROWS: case OP_ROWS_TO_HEADS: return flash;
+    case OP_ATT_DECODE: return r->decode;
+    case OP_RES_FWD: return !r->fuse || r->decode;
+    case OP_RES_BWD: return false;
+    case OP_DROPOUT: return r->dropout;
+    default: return true; /* layernorm_fwd, encoder, bias_bwd, crossentropy_fwd, adamw, zero, grad_sumsq */
+    }
+}
 
 /* The reference table's entry of op. */
 static gptc_op_fn ref_entry(int op) {
