@@ -15,7 +15,7 @@ static const gptc_model_config k_cfg = {.layers = 2, .heads = 2, .channels = 64,
 enum { B = 2, T = 77 };
 
 /* One training step's loss and gradients (malloc'd, num_floats) of a fresh model with seed-5 weights;
- * ref: the reference kernels (and the reference bf16 flash attention). */
+ * ref: the reference table (its flash attention entries included). */
 static float *grads_of(gptc_precision p, bool ref, bool naive, bool fuse, float *loss, size_t *n) {
     gptc_model m;
     if (gptc_model_init(&m, &k_cfg)) return NULL;
@@ -25,10 +25,6 @@ static float *grads_of(gptc_precision p, bool ref, bool naive, bool fuse, float 
     m.naive_attention = naive;
     m.fuse = fuse;
     if (gptc_model_alloc_train(&m, B, T)) return NULL;
-    if (ref) {
-        m.flash_fwd = p == GPTC_PRECISION_BF16 ? gptc_flash_fwd_bf16_ref : gptc_flash_fwd_ref;
-        m.flash_bwd = p == GPTC_PRECISION_BF16 ? gptc_flash_bwd_bf16_ref : gptc_flash_bwd_ref;
-    }
     int in[B * T], tg[B * T];
     gptc_rng r;
     gptc_rng_seed(&r, 11);

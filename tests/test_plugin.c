@@ -4,12 +4,15 @@
  * under its name; gptc refuses, before training, a plugin that disagrees with the reference, one built
  * for another ABI version, one registering an unknown operator, a library without the entry symbol, a
  * missing file and a shape contract the run violates; the probe catches an operator that overwrites
- * where it must accumulate or writes past its output; the built-in kernels pass their tolerances. */
+ * where it must accumulate or writes past its output; the built-in kernels pass their tolerances (every
+ * entry of the table, at every level); a GEMM and a flash attention replaced in-process are accepted, run
+ * by the model to the reference's bits, and refused when wrong. */
 #include "test.h"
 #include "core/core.h"
 #include "core/profile.h"
 #include "io/io.h"
 #include "kernels/plugin.h"
+#include "model/gpt2.h"
 
 #include <cjson/cJSON.h>
 
@@ -146,7 +149,7 @@ TEST(plugin_refusals_name_the_cause) {
     struct {
         const char *variant, *want;
     } cases[] = {
-        {"_bad_abi", "built for operator ABI version 2, but this gptc speaks version 1"},
+        {"_bad_abi", "built for operator ABI version 3, but this gptc speaks versions 1 to 2"},
         {"_unknown_op", "registers operator 'softmax_fwd', which a plugin cannot replace"},
         {"_no_entry", "not a gptc operator plugin (no gptc_op_plugin_entry symbol)"},
         {"_contract", "gelu_fwd (plain_tanh) takes N at most 4096, but the training step calls it with N = B*T*4C = 32768"},
@@ -260,4 +263,100 @@ TEST(plugin_builtin_kernels_pass_their_tolerance) {
                 if (l == 0) CHECK_MSG(err == 0, "the reference against itself: %s error %g", op, err);
             }
     }
+}
+
+/* ---- the GEMM and the flash attention replaced in-process (gptc_op_plugins_link: the loader's checks and
+ * probes without the dlopen) */
+
+static int g_gemm_calls, g_flash_calls;
+static void gemm_counted(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         float beta, const float *bias, float *C, int ldc) {
+    g_gemm_calls++;
+    gptc_kernels_ref()->gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
+}
+static void gemm_no_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         float beta, const float *bias, float *C, int ldc) { /* drops the epilogue's bias */
+    gptc_kernels_ref()->gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, NULL, C, ldc);
+}
+static void flash_counted(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH, int T,
+                          int HS, float dropout, uint64_t seed) {
+    g_flash_calls++;
+    gptc_flash_fwd_ref(o, lse, q, k, v, B, NH, T, HS, dropout, seed);
+}
+static void flash_no_dropout(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
+                             int T, int HS, float dropout, uint64_t seed) { /* ignores the dropout mask */
+    gptc_flash_fwd_ref(o, lse, q, k, v, B, NH, T, HS, 0.0f, seed);
+}
+
+/* One fused fp32 training step of a 2-layer model of tiny_run()'s shapes on table k: its loss. */
+static float one_step(const gptc_kernels *k, float dropout) {
+    const gptc_model_config cfg = {.layers = 2, .heads = 2, .channels = 64, .context = 32, .vocab = 300};
+    gptc_model m;
+    if (gptc_model_init(&m, &cfg)) return -1;
+    gptc_model_init_weights(&m, 3);
+    m.k = k;
+    m.fuse = true;
+    if (gptc_model_alloc_train(&m, 4, 32)) return -1;
+    m.attn_dropout = dropout;
+    m.dropout_seed = 99;
+    int in[4 * 32], tg[4 * 32];
+    for (int i = 0; i < 4 * 32; i++) in[i] = (i * 7) % 300, tg[i] = (i * 13 + 5) % 300;
+    gptc_model_zero_grad(&m);
+    float loss = gptc_model_forward_backward(&m, in, tg, 4, 32, 1.0f);
+    gptc_model_free(&m);
+    return loss;
+}
+
+TEST(plugin_gemm_and_flash_replaced_accepted_when_right_refused_when_wrong) {
+    gptc_op_run run = tiny_run();
+    const gptc_op_impl right[] = {
+        {.op = "gemm", .name = "counted", .fn = {.gemm = gemm_counted}},
+        {.op = "flash_fwd", .name = "counted", .fn = {.flash_fwd = flash_counted}},
+    };
+    const gptc_op_plugin pr = {.abi_version = GPTC_OP_ABI_VERSION, .name = "right", .nimpls = 2, .impls = right};
+    const gptc_op_plugin *list[] = {&pr};
+    gptc_op_plugins *s = NULL;
+    CHECK_OK(gptc_op_plugins_link(list, 1, gptc_kernels_ref(), &run, &s));
+    if (!s) return;
+    const gptc_kernels *k = gptc_op_plugins_table(s);
+    CHECK(k->gemm == gemm_counted && k->flash_fwd == flash_counted && k->flash_bwd == gptc_kernels_ref()->flash_bwd);
+    CHECK(strcmp(k->labels[GPTC_KERNEL_SLOT(gemm)], "gemm[plugin:counted]") == 0);
+    CHECK(strcmp(k->labels[GPTC_KERNEL_SLOT(flash_fwd)], "flash_fwd[plugin:counted]") == 0);
+    CHECK_MSG(strstr(gptc_op_plugins_summary(s), "gemm = right:counted (error 0,"), "%s", gptc_op_plugins_summary(s));
+    /* the model runs them (every matrix product, every layer's flash forward), to the reference's bits */
+    g_gemm_calls = g_flash_calls = 0;
+    float with = one_step(k, 0.1f), ref = one_step(gptc_kernels_ref(), 0.1f);
+    CHECK_MSG(g_gemm_calls >= 2 * 10 && g_flash_calls >= 2, "gemm %d flash %d calls", g_gemm_calls, g_flash_calls);
+    CHECK_MSG(with == ref && ref > 0, "loss %.9g with the plugin, %.9g without", with, ref);
+    gptc_op_plugins_free(s);
+
+    /* wrong ones are refused, naming the operator and the output that disagrees */
+    struct {
+        gptc_op_impl impl;
+        const char *want;
+    } wrong[] = {
+        {{.op = "gemm", .name = "no_bias", .fn = {.gemm = gemm_no_bias}}, "gemm (no_bias) disagrees with the reference"},
+        {{.op = "flash_fwd", .name = "no_dropout", .fn = {.flash_fwd = flash_no_dropout}},
+         "flash_fwd (no_dropout) disagrees with the reference"},
+    };
+    for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+        const gptc_op_plugin pw = {.abi_version = GPTC_OP_ABI_VERSION, .name = "wrong", .nimpls = 1, .impls = &wrong[i].impl};
+        const gptc_op_plugin *lw[] = {&pw};
+        s = (gptc_op_plugins *)&run;
+        CHECK_EQ_INT(gptc_op_plugins_link(lw, 1, gptc_kernels_get(), &run, &s), GPTC_ERR_ARG);
+        CHECK(s == NULL);
+        CHECK_MSG(strstr(gptc_last_error(), wrong[i].want) && strstr(gptc_last_error(), "wrong (linked in)"), "%s",
+                  gptc_last_error());
+    }
+    /* a version 1 plugin may replace only version 1's operators */
+    const gptc_op_plugin p1 = {.abi_version = 1, .name = "old", .nimpls = 2, .impls = right};
+    const gptc_op_plugin *l1[] = {&p1};
+    CHECK_EQ_INT(gptc_op_plugins_link(l1, 1, gptc_kernels_get(), &run, &s), GPTC_ERR_ARG);
+    CHECK_MSG(strstr(gptc_last_error(), "registers operator 'gemm', replaceable since operator ABI version 2, but "
+                                        "declares version 1"), "%s", gptc_last_error());
+    /* a bf16 run calls gemm_bf16 and the bf16 flash, not these: skipped, not installed */
+    run.bf16 = true;
+    CHECK_OK(gptc_op_plugins_link(list, 1, gptc_kernels_get(), &run, &s));
+    CHECK(s && gptc_op_plugins_table(s)->gemm == gptc_kernels_get()->gemm && strcmp(gptc_op_plugins_summary(s), "") == 0);
+    gptc_op_plugins_free(s);
 }

@@ -20,14 +20,6 @@ static void tokens(int *x, int n, uint64_t seed) {
     for (int i = 0; i < n; i++) x[i] = (int)(gptc_rng_next(&r) % k_cfg.vocab);
 }
 
-/* The flash variant of a kernel level, so each level runs its own attention too. */
-static void bind_level_flash(gptc_model *m, int level) {
-    static const gptc_flash_fwd_fn fwd[] = {gptc_flash_fwd_ref, gptc_flash_fwd_avx2, gptc_flash_fwd_avx512};
-    static const gptc_flash_bwd_fn bwd[] = {gptc_flash_bwd_ref, gptc_flash_bwd_avx2, gptc_flash_bwd_avx512};
-    m->flash_fwd = fwd[level];
-    m->flash_bwd = bwd[level];
-}
-
 /* STEPS training steps (the first through forward_backward, the second through forward then backward,
  * an SGD update between them) of a fresh model; losses[STEPS] and the gradients of each step,
  * grads (STEPS, num_floats) (malloc'd, the caller frees). */
@@ -43,7 +35,6 @@ static float *run(int level, bool naive, bool fuse, gptc_recompute rc, float *lo
     m.recompute = rc;
     m.precision = g_precision;
     if (gptc_model_alloc_train(&m, B, T)) return NULL;
-    if (g_precision == GPTC_PRECISION_FP32) bind_level_flash(&m, level); /* bf16: the best level's bf16 flash */
     *n = m.num_floats;
     float *g = malloc(sizeof(float) * STEPS * m.num_floats);
     int in[B * T], tg[B * T];

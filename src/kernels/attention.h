@@ -27,8 +27,8 @@ typedef void (*gptc_flash_bwd_fn)(float *dq, float *dk, float *dv, const float *
                                   const float *k, const float *v, const float *o, const float *lse, int B,
                                   int NH, int T, int HS, float dropout, uint64_t seed);
 
-/* The best variant this process may run: the level gptc_kernels_get() chose (AVX-512, else AVX2,
- * else the reference; GPTC_KERNELS=ref|avx2|avx512 caps it as for the operator table). */
+/* The entries of the table in use (gptc_kernels_get()->flash_fwd, ...; GPTC_KERNELS=...,flash=LEVEL
+ * sets them): kept for tests and tools, the model calls them through its backend. */
 gptc_flash_fwd_fn gptc_flash_fwd(void);
 gptc_flash_bwd_fn gptc_flash_bwd(void);
 const char *gptc_flash_variant(void); /* "ref", "avx2" or "avx512" */
@@ -83,8 +83,8 @@ void gptc_flash_bwd_avx512(float *dq, float *dk, float *dv, const float *do_, co
  * conversions and vdpbf16ps flush them to zero), so variants agree to the fp32 rounding of the
  * sums, plus the rare bf16 rounding that such a difference flips. */
 enum { GPTC_FLASH_KEY_TILE = 16 };
-gptc_flash_fwd_fn gptc_flash_fwd_bf16(void); /* AVX512_BF16 when the level is avx512 and the CPU has
-                                                it, else the bf16 reference */
+gptc_flash_fwd_fn gptc_flash_fwd_bf16(void); /* the table's flash_fwd_bf16: AVX512_BF16 at the avx512
+                                                level on a CPU with it, else the bf16 reference */
 gptc_flash_bwd_fn gptc_flash_bwd_bf16(void);
 const char *gptc_flash_bf16_variant(void); /* "ref" or "avx512bf16" */
 void gptc_flash_fwd_bf16_ref(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
@@ -99,7 +99,8 @@ void gptc_flash_bwd_bf16_avx512(float *dq, float *dk, float *dv, const float *do
                                 const float *k, const float *v, const float *o, const float *lse, int B, int NH,
                                 int T, int HS, float dropout, uint64_t seed);
 
-/* ---- layout conversions (C = NH*HS). Parallel over (b,t); each output element written once. */
+/* ---- layout conversions (C = NH*HS): the reference table's qkv_to_heads, heads_to_qkv_grad,
+ * heads_to_rows, rows_to_heads. Parallel over (b,t); each output element written once. */
 /* q, k, v (B,NH,T,HS) = the three thirds of qkv (B,T,3C), split into heads */
 void gptc_qkv_to_heads(float *q, float *k, float *v, const float *qkv, int B, int T, int C, int NH);
 /* dqkv (B,T,3C) += dq, dk, dv (B,NH,T,HS) (the backward of gptc_qkv_to_heads) */

@@ -15,7 +15,10 @@ const gptc_kernel_op gptc_kernel_ops[] = {
     OP(encoder_fwd), OP(encoder_bwd), OP(layernorm_fwd), OP(layernorm_bwd), OP(gemm), OP(gemm_bf16), OP(bias_fwd),
     OP(bias_bwd), OP(attention_fwd), OP(attention_bwd), OP(attention_decode), OP(gelu_fwd), OP(gelu_bwd),
     OP(residual_fwd), OP(residual_bwd), OP(crossentropy_fwd), OP(crossentropy_bwd), OP(residual_layernorm_fwd),
-    OP(layernorm_bwd_residual), OP(crossentropy_fused), OP(adamw),
+    OP(layernorm_bwd_residual), OP(crossentropy_fused), OP(adamw), OP(flash_fwd), OP(flash_bwd), OP(flash_fwd_bf16),
+    OP(flash_bwd_bf16), OP(gelu_erf_fwd), OP(gelu_erf_bwd), OP(gelu_sigmoid_fwd), OP(gelu_sigmoid_bwd),
+    OP(qkv_to_heads), OP(heads_to_qkv_grad), OP(heads_to_rows), OP(rows_to_heads), OP(dropout), OP(zero),
+    OP(grad_sumsq),
 };
 #undef OP
 const int gptc_kernel_nops = sizeof gptc_kernel_ops / sizeof gptc_kernel_ops[0];
@@ -38,6 +41,7 @@ static const gptc_kernels *build(int level) {
     if (!level_supported(level)) return NULL;
     if (!g_ready[level]) {
         gptc_kernels *k = &g_tables[level];
+        /* each overlay sets the entries its level implements, flash attention and GELU forms included */
         *k = *gptc_kernels_ref();
         if (level >= LEVEL_AVX2) gptc_kernels_overlay_avx2(k);
         if (level >= LEVEL_AVX512) gptc_kernels_overlay_avx512(k);
@@ -68,10 +72,15 @@ static int capped(int asked, int best, const char *what) {
     return best;
 }
 
-static gptc_kernels g_custom;      /* the table when GPTC_KERNELS overrides single operators */
-static int g_flash_level = -1;     /* the flash attention's level (-1: not chosen yet) */
+static gptc_kernels g_custom; /* the table when GPTC_KERNELS overrides single operators */
 
-/* Applies "name=level" to g_custom (or the flash level); false when name or level is unknown. */
+/* Copies entry `off` (a function pointer's offset in gptc_kernels) of src into dst. */
+static void copy_entry(gptc_kernels *dst, const gptc_kernels *src, size_t off) {
+    memcpy((char *)dst + off, (const char *)src + off, sizeof(void *));
+}
+
+/* Applies "name=level" to g_custom; false when name or level is unknown. `flash` names the four flash
+ * entries (fp32 and bf16) with their scratch sizes, gemm and gemm_bf16 bring their blocking along. */
 static bool override_op(const char *item, size_t len, int best) {
     const char *eq = memchr(item, '=', len);
     if (!eq) return false;
@@ -81,16 +90,21 @@ static bool override_op(const char *item, size_t len, int best) {
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)nlen, item);
     l = capped(l, best, name);
+    const gptc_kernels *t = build(l);
     if (strcmp(name, "flash") == 0) {
-        g_flash_level = l;
+        static const size_t group[] = {offsetof(gptc_kernels, flash_fwd), offsetof(gptc_kernels, flash_bwd),
+                                       offsetof(gptc_kernels, flash_fwd_bf16), offsetof(gptc_kernels, flash_bwd_bf16),
+                                       offsetof(gptc_kernels, flash_scratch), offsetof(gptc_kernels, flash_scratch_bf16)};
+        for (size_t i = 0; i < sizeof group / sizeof group[0]; i++) copy_entry(&g_custom, t, group[i]);
         return true;
     }
     for (int i = 0; i < gptc_kernel_nops; i++)
         if (strcmp(name, gptc_kernel_ops[i].name) == 0) {
-            size_t off = gptc_kernel_ops[i].offset;
-            memcpy((char *)&g_custom + off, (const char *)build(l) + off, sizeof(void *));
-            if (strcmp(name, "gemm") == 0) g_custom.gemm_isa = build(l)->gemm_isa;
-            if (strcmp(name, "gemm_bf16") == 0) g_custom.gemm_bf16_isa = build(l)->gemm_bf16_isa;
+            copy_entry(&g_custom, t, gptc_kernel_ops[i].offset);
+            if (strcmp(name, "gemm") == 0) g_custom.gemm_isa = t->gemm_isa;
+            if (strcmp(name, "gemm_bf16") == 0) g_custom.gemm_bf16_isa = t->gemm_bf16_isa;
+            if (strcmp(name, "flash_fwd") == 0) g_custom.flash_scratch = t->flash_scratch;
+            if (strcmp(name, "flash_fwd_bf16") == 0) g_custom.flash_scratch_bf16 = t->flash_scratch_bf16;
             return true;
         }
     return false;
@@ -118,7 +132,6 @@ const gptc_kernels *gptc_kernels_get(void) {
             want = capped(asked, best, "the table");
     }
     g_table = build(want);
-    g_flash_level = want;
     if (env && env[head] == ',') {
         g_custom = *g_table;
         for (const char *item = env + head + 1; *item;) {
@@ -131,11 +144,6 @@ const gptc_kernels *gptc_kernels_get(void) {
         g_table = &g_custom;
     }
     return g_table;
-}
-
-int gptc_kernels_flash_level(void) {
-    gptc_kernels_get();
-    return g_flash_level;
 }
 
 const char *gptc_kernels_op_variant(const gptc_kernels *k, int i) {

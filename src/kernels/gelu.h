@@ -1,5 +1,6 @@
-/* gelu.h — the three GELU forms (tanh, erf, sigmoid), forward and backward, with a dispatcher that
- * picks the best implementation available (the tanh form goes through the kernel table). */
+/* gelu.h — the three GELU forms (tanh, erf, sigmoid), forward and backward. Each form is its own
+ * entry of the kernel table (gelu_fwd/bwd the tanh form, gelu_erf_*, gelu_sigmoid_*), set per level
+ * by the overlays; the functions here only pick a form's entry. */
 #ifndef GPTC_GELU_H
 #define GPTC_GELU_H
 
@@ -8,8 +9,14 @@
 #include "gptc.h" /* gptc_gelu_kind: the forms, as the model config names them */
 #include "kernels/kernels.h"
 
-/* out (n) = gelu_f(inp) with table k: the tanh form is k->gelu_fwd (a plugin's, when one replaced it),
- * the other forms run at k's level (k->variant). The model calls these with its table m->k. */
+typedef void (*gptc_gelu_fwd_fn)(float *out, const float *inp, size_t n);
+typedef void (*gptc_gelu_bwd_fn)(float *dinp, const float *inp, const float *dout, size_t n);
+/* Form f's entries of table k, and their slots (GPTC_KERNEL_SLOT) for the table's labels. */
+gptc_gelu_fwd_fn gptc_gelu_fwd_entry(const gptc_kernels *k, gptc_gelu_kind f);
+gptc_gelu_bwd_fn gptc_gelu_bwd_entry(const gptc_kernels *k, gptc_gelu_kind f);
+size_t gptc_gelu_fwd_slot(gptc_gelu_kind f);
+size_t gptc_gelu_bwd_slot(gptc_gelu_kind f);
+/* out (n) = gelu_f(inp) with table k's entry for form f (a plugin's, when one replaced it). */
 void gptc_gelu_fwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *out, const float *inp, size_t n);
 void gptc_gelu_bwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *dinp, const float *inp, const float *dout,
                      size_t n);
@@ -18,10 +25,13 @@ void gptc_gelu_fwd_form(gptc_gelu_kind f, float *out, const float *inp, size_t n
 /* dinp (n) += gelu_f'(inp) * dout */
 void gptc_gelu_bwd_form(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n);
 
-/* The plain C reference of each form (kernels/ref/gelu_forms.c; the tanh form is the reference
- * table's gelu_fwd/bwd). */
+/* The plain C reference of each form (the reference table's entries). */
 void gptc_gelu_ref_fwd(gptc_gelu_kind f, float *out, const float *inp, size_t n);
 void gptc_gelu_ref_bwd(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n);
+void gptc_gelu_erf_fwd_ref(float *out, const float *inp, size_t n);
+void gptc_gelu_erf_bwd_ref(float *dinp, const float *inp, const float *dout, size_t n);
+void gptc_gelu_sigmoid_fwd_ref(float *out, const float *inp, size_t n);
+void gptc_gelu_sigmoid_bwd_ref(float *dinp, const float *inp, const float *dout, size_t n);
 
 /* Per-ISA versions (kernels/x86_avx2, kernels/x86_avx512): call only when gptc_kernels_level()
  * returns a table for that level. The *_tanh functions expose the vectorised tanh for tests. */

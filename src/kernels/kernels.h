@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The signature of gemm and gemm_bf16 below (the contract is gemm's). */
 typedef void (*gptc_gemm_fn)(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
@@ -104,6 +105,51 @@ typedef struct gptc_kernels {
      * bc1 = 1 - b1^t, bc2 = 1 - b2^t; g is multiplied by grad_scale first (for clipping). */
     void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, float grad_scale, int t);
+
+    /* Fused causal flash attention over head-major q, k, v (B,NH,T,HS): the contracts of
+     * kernels/attention.h (gptc_flash_fwd_fn / gptc_flash_bwd_fn). o (B,NH,T,HS), lse (B,NH,T)
+     * overwritten; dq, dk, dv (B,NH,T,HS) +=. The _bf16 entries are the bf16 mixed-precision contract
+     * (AVX512_BF16 kernels where the CPU has them, else the bf16 reference). */
+    void (*flash_fwd)(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH, int T,
+                      int HS, float dropout, uint64_t seed);
+    void (*flash_bwd)(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                      const float *v, const float *o, const float *lse, int B, int NH, int T, int HS, float dropout,
+                      uint64_t seed);
+    void (*flash_fwd_bf16)(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
+                           int T, int HS, float dropout, uint64_t seed);
+    void (*flash_bwd_bf16)(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                           const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
+                           float dropout, uint64_t seed);
+
+    /* The other two GELU forms (the tanh form is gelu_fwd / gelu_bwd above):
+     * erf: out (N) = 0.5 x (1 + erf(x / sqrt2)); sigmoid: out (N) = x sigmoid(1.702 x); bwd: dinp (N) += */
+    void (*gelu_erf_fwd)(float *out, const float *inp, size_t N);
+    void (*gelu_erf_bwd)(float *dinp, const float *inp, const float *dout, size_t N);
+    void (*gelu_sigmoid_fwd)(float *out, const float *inp, size_t N);
+    void (*gelu_sigmoid_bwd)(float *dinp, const float *inp, const float *dout, size_t N);
+
+    /* Head reshapes (C = NH*HS) between the model's rows and the flash attention's head-major layout:
+     * q, k, v (B,NH,T,HS) = the thirds of qkv (B,T,3C) (overwrite); dqkv (B,T,3C) += dq, dk, dv;
+     * out (B,T,C) = o (B,NH,T,HS) (overwrite); dheads (B,NH,T,HS) = drows (B,T,C) (overwrite). */
+    void (*qkv_to_heads)(float *q, float *k, float *v, const float *qkv, int B, int T, int C, int NH);
+    void (*heads_to_qkv_grad)(float *dqkv, const float *dq, const float *dk, const float *dv, int B, int T, int C,
+                              int NH);
+    void (*heads_to_rows)(float *out, const float *o, int B, int T, int C, int NH);
+    void (*rows_to_heads)(float *dheads, const float *drows, int B, int T, int C, int NH);
+
+    /* out (n) = mask(seed, stream) * in / (1 - p), the counter-based dropout of kernels/dropout.h; out
+     * may be in; p == 0 copies. */
+    void (*dropout)(float *out, const float *in, size_t n, float p, uint64_t seed, uint64_t stream);
+    /* x (n) = 0 */
+    void (*zero)(float *x, size_t n);
+    /* sum of x[i]^2 over n floats in double, in a fixed order (the same bits for any thread count):
+     * the global gradient norm's reduction (optim/optim.h gptc_grad_sumsq) */
+    double (*grad_sumsq)(const float *x, size_t n);
+
+    /* Not operators: the per-thread scratch (bytes as gptc_alloc counts them) the flash entries above
+     * grow to over a forward and a backward at (T, HS), for the planner; set with them. */
+    size_t (*flash_scratch)(int T, int HS);
+    size_t (*flash_scratch_bf16)(int T, int HS);
 } gptc_kernels;
 
 /* The index of operator `op` (a field name of gptc_kernels) in a table's labels, and the labels' length. */
@@ -117,11 +163,9 @@ typedef struct gptc_kernels {
  * when the CPU and OS support them, then with the AVX-512 entries. GPTC_KERNELS=ref|avx2|avx512
  * caps the level (asking for one the CPU lacks is reported with gptc_warn and the best available
  * level is used); GPTC_KERNELS=LEVEL,OP=LEVEL,... then sets single operators (and `flash`, the
- * flash attention) to another level, e.g. "avx512,gemm=ref" (what `gptc bench --ablation` uses). */
+ * four flash entries and their scratch sizes together) to another level, e.g. "avx512,gemm=ref" (what
+ * `gptc bench --ablation` uses). Every level's overlay sets its own entries; nothing else dispatches. */
 const gptc_kernels *gptc_kernels_get(void);
-/* The level (0 ref, 1 avx2, 2 avx512) of the flash attention that goes with it: the table's level, or
- * what GPTC_KERNELS=...,flash=LEVEL asked for. */
-int gptc_kernels_flash_level(void);
 /* The reference table, always available. */
 const gptc_kernels *gptc_kernels_ref(void);
 /* A table for one level ("ref", "avx2", "avx512"): the reference overlaid up to that level, or
@@ -137,6 +181,9 @@ extern const gptc_kernel_op gptc_kernel_ops[];
 extern const int gptc_kernel_nops;
 /* The variant ("ref", "avx2", "avx512") that provides operator i in table k. */
 const char *gptc_kernels_op_variant(const gptc_kernels *k, int i);
+
+/* The reference grad_sumsq (kernels/ref/sumsq.c): NCHUNK fixed chunks of 8 double lanes, added in chunk order. */
+double gptc_grad_sumsq_ref(const float *x, size_t n);
 
 /* Per-ISA overlays: each sets the entries its folder implements and leaves the others. */
 void gptc_kernels_overlay_avx2(gptc_kernels *k);

@@ -1,7 +1,8 @@
-/* plugin.h — custom operators from shared libraries (the ABI: include/gptc_op_plugin.h). Loading a
- * plugin opens it, checks its ABI version, its operator names and its shape contract against the run,
- * validates every operator the run will call against the reference kernel on probe inputs of the
- * run's shapes, and builds a kernel table: a copy of the base table with the accepted operators
+/* plugin.h — custom operators from shared libraries (the ABI: include/gptc_op_plugin.h). Any entry of
+ * the kernel table can be replaced, GEMM and flash attention included. Loading a plugin opens it,
+ * checks its ABI version, its operator names and its shape contract against the run, validates every
+ * operator the run will call against the reference kernel on probe inputs of the run's shapes
+ * (plugin_probe.c), and builds a kernel table: a copy of the base table with the accepted operators
  * overlaid and named for the profiler ("gelu_fwd[plugin:NAME]", kernels.h labels). The base table and
  * the reference stay as they are. */
 #ifndef GPTC_KERNELS_PLUGIN_H
@@ -21,15 +22,19 @@ typedef struct gptc_op_run {
     bool naive_attention;   /* --naive-attention: attention_fwd/bwd run (else the flash attention) */
     bool decode;            /* the run samples: decoding calls layernorm_fwd on 1 row and gelu_fwd on 4C */
     bool quiet;             /* no warnings (ranks other than 0) */
+    bool bf16;              /* --dtype bf16: gemm_bf16 and flash_*_bf16 run (else gemm and flash_*) */
+    bool dropout;           /* --dropout > 0 (or attention dropout): the dropout entry runs */
 } gptc_op_run;
 
 /* Tolerance and probe of each replaceable operator. The error of an output is
  * max_i |plugin_i - ref_i| / max(1, max_i |ref_i|) (NaN counts as infinite); an operator passes when
  * every output's error is at most its tolerance. */
 typedef struct gptc_op_info {
-    const char *name;       /* "gelu_fwd" */
+    const char *name;       /* "gelu_fwd": its field of gptc_kernels */
     double tol;
     const char *runs_when;  /* which runs call it ("only with --no-fusion"), for messages */
+    size_t slot;            /* GPTC_KERNEL_SLOT of its entry */
+    unsigned since;         /* the ABI version that made it replaceable */
 } gptc_op_info;
 extern const gptc_op_info gptc_op_infos[];
 extern const int gptc_op_ninfos;
@@ -43,6 +48,11 @@ typedef struct gptc_op_plugins gptc_op_plugins;
  * library, the operator and why, and *out is NULL. */
 gptc_status gptc_op_plugins_load(const char *paths, const gptc_kernels *base, const gptc_op_run *run,
                                  gptc_op_plugins **out);
+/* The same for plugins linked into the program (n descriptions, as gptc_op_plugin_entry would return
+ * them): the same checks, probes and labels; messages name a plugin "NAME (linked in)". For programs
+ * that embed libgptc with their own kernels, and for tests. */
+gptc_status gptc_op_plugins_link(const gptc_op_plugin *const *plugins, int n, const gptc_kernels *base,
+                                 const gptc_op_run *run, gptc_op_plugins **out);
 /* The base table with the accepted operators (valid until gptc_op_plugins_free). */
 const gptc_kernels *gptc_op_plugins_table(const gptc_op_plugins *s);
 /* Accepted operators, one line: "gelu_fwd = example_gelu:plain_tanh (error 0, tolerance 1e-05), ..."

@@ -1,15 +1,18 @@
 /* gpt2.h — the GPT-2 model: parameters, gradients and activations as flat arenas planned once
  * from the configuration (sizes first, one allocation, then views), forward, backward, and the
- * one-token decode step with a KV cache used for sampling. Calls only the kernel table (and the
- * GELU form dispatcher of kernels/gelu.h for the configured form).
+ * one-token decode step with a KV cache used for sampling.
  *
  * Parameter layout: wte, wpe, then each layer's 12 tensors in order, then ln_f; every tensor
  * starts on a 64-byte boundary. Weights use Hugging Face's GPT-2 layout (Conv1D: [in, out]), so
  * checkpoints copy tensors as they are. wte has Vp = padded_vocab(V) rows; rows V..Vp-1 are zero
- * and stay zero (no gradient reaches them, and they are never a target or a sample). */
+ * and stay zero (no gradient reaches them, and they are never a target or a sample).
+ *
+ * The model calls nothing but its backend (backend/backend.h: memory, the operator table, the
+ * profiled operator calls of backend/ops.h); m->k is the table the backend is bound to. */
 #ifndef GPTC_MODEL_GPT2_H
 #define GPTC_MODEL_GPT2_H
 
+#include "backend/backend.h"
 #include "core/core.h"
 #include "kernels/attention.h"
 #include "kernels/gelu.h"
@@ -105,11 +108,9 @@ typedef struct gptc_model {
                                  * false: separate kernels and the whole logits kept */
     gptc_precision precision;   /* --dtype of the training step's matrix products */
     gptc_recompute recompute;   /* --recompute: activations dropped after the forward (see gptc_acts) */
-    /* The kernels the training step (forward.c) calls instead of naming them, bound in one place,
-     * gptc_model_bind_kernels, from k and precision. Decoding (decode.c) stays fp32 on k. */
-    gptc_gemm_fn gemm;          /* k->gemm (fp32) or k->gemm_bf16 (bf16): every matrix product */
-    gptc_flash_fwd_fn flash_fwd;
-    gptc_flash_bwd_fn flash_bwd;
+    /* The backend the model runs on, bound by gptc_model_bind_kernels from k, precision and fuse: the
+     * training step (forward.c) and decoding (decode.c, fp32 on be.k) call nothing else. */
+    gptc_backend be;
     int B, T;
     float *act_arena, *dact_arena;
     size_t act_floats, dact_floats;
@@ -147,8 +148,8 @@ void gptc_model_init_weights(gptc_model *m, uint64_t seed);
  * by m->fuse, the recompute level m->recompute and the precision m->precision (set all before);
  * binds the kernels (gptc_model_bind_kernels). */
 gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T);
-/* Points m->gemm, m->flash_fwd and m->flash_bwd at the kernels for m->k and m->precision (done by
- * gptc_model_init and gptc_model_alloc_train; call again after changing m->k or m->precision). */
+/* Binds m->be to the CPU memory, the table m->k, m->precision and m->fuse (done by gptc_model_init and
+ * gptc_model_alloc_train; call again after changing m->k, m->precision or m->fuse). */
 void gptc_model_bind_kernels(gptc_model *m);
 /* Bytes of the activation arena and of the activation-gradient arena gptc_model_alloc_train plans
  * for (B,T) with these settings (the model's inputs/targets copies not included). */
@@ -185,6 +186,7 @@ typedef struct gptc_kv_cache {
     float *x, *xn, *qkv, *atty, *tmp, *fch, *att; /* (C), (C), (3C), (C), (C), (4C), (NH,maxT) */
     float *logits;          /* (Vp) */
     float *arena;
+    const gptc_backend_memory *mem; /* the backend memory the arena came from */
 } gptc_kv_cache;
 
 gptc_status gptc_kv_cache_init(gptc_kv_cache *c, const gptc_model *m);

@@ -1,5 +1,6 @@
-/* layout.c — plans the parameter arena and the activation arenas, points the views into them,
- * binds the training step's kernels, and applies GPT-2's initialisation. */
+/* layout.c — plans the parameter arena and the activation arenas, allocates them through the
+ * backend's memory, points the views into them, binds the backend, and applies GPT-2's
+ * initialisation. The tensor tables and view arrays are host memory (gptc_alloc). */
 #include "model/gpt2.h"
 
 #include <math.h>
@@ -77,6 +78,7 @@ gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg) {
     m->Vp = gptc_padded_vocab(cfg->vocab);
     m->k = gptc_kernels_get();
     gptc_model_bind_kernels(m);
+    const gptc_backend_memory *mem = m->be.mem;
     int L = cfg->layers;
     m->tensors = gptc_alloc(sizeof(gptc_tensor_desc) * (size_t)(L * GPTC_LAYER_TENSORS + 4), "tensor table");
     m->w.layer = gptc_alloc(sizeof(gptc_layer) * L, "layer views");
@@ -85,7 +87,7 @@ gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg) {
     gptc_plan plan = {0};
     plan_params(m, cfg, &plan);
     m->num_floats = plan.used;
-    m->params = gptc_alloc(m->num_floats * sizeof(float), "parameters");
+    m->params = mem->alloc(m->num_floats * sizeof(float), "parameters");
     if (!m->params) goto fail;
     point_views(m, m->params, &m->w);
     return GPTC_OK;
@@ -96,16 +98,17 @@ fail:
 }
 
 void gptc_model_free(gptc_model *m) {
-    gptc_free(m->params);
-    gptc_free(m->grads);
+    const gptc_backend_memory *mem = m->be.mem ? m->be.mem : gptc_backend_cpu_memory();
+    mem->free(m->params);
+    mem->free(m->grads);
     gptc_free(m->tensors);
     gptc_free(m->w.layer);
     gptc_free(m->g.layer);
-    gptc_free(m->act_arena);
-    gptc_free(m->dact_arena);
+    mem->free(m->act_arena);
+    mem->free(m->dact_arena);
     gptc_free(m->a.ln1);
-    gptc_free(m->inputs);
-    gptc_free(m->targets);
+    mem->free(m->inputs);
+    mem->free(m->targets);
     memset(m, 0, sizeof *m);
 }
 
@@ -228,10 +231,7 @@ void gptc_model_act_bytes(const gptc_model_config *cfg, int B, int T, bool naive
 }
 
 void gptc_model_bind_kernels(gptc_model *m) {
-    m->gemm = m->precision == GPTC_PRECISION_BF16 ? m->k->gemm_bf16 : m->k->gemm;
-    bool bf16 = m->precision == GPTC_PRECISION_BF16;
-    m->flash_fwd = bf16 ? gptc_flash_fwd_bf16() : gptc_flash_fwd();
-    m->flash_bwd = bf16 ? gptc_flash_bwd_bf16() : gptc_flash_bwd();
+    gptc_backend_bind(&m->be, gptc_backend_cpu_memory(), m->k, m->precision, m->fuse);
 }
 
 /* the [L] pointer arrays of gptc_acts, in one block: 21 per-layer fields */
@@ -241,11 +241,12 @@ void gptc_model_alloc_bytes(const gptc_model_config *cfg, int B, int T, bool nai
                             gptc_model_bytes *out) {
     size_t L = cfg->layers, arena = gptc_model_arena_floats(cfg) * sizeof(float), acts, dacts;
     gptc_model_act_bytes(cfg, B, T, naive, fuse, rc, &acts, &dacts);
+    size_t (*dev)(size_t) = gptc_backend_cpu_memory()->block_bytes; /* the arenas: backend memory */
     out->params = gptc_alloc_block_bytes(sizeof(gptc_tensor_desc) * (L * GPTC_LAYER_TENSORS + 4)) +
-                  2 * gptc_alloc_block_bytes(sizeof(gptc_layer) * L) + gptc_alloc_block_bytes(arena);
-    out->grads = gptc_alloc_block_bytes(arena);
-    out->acts = gptc_alloc_block_bytes(sizeof(float *) * ACT_FIELDS * L) + gptc_alloc_block_bytes(acts) +
-                gptc_alloc_block_bytes(dacts) + 2 * gptc_alloc_block_bytes(sizeof(int) * (size_t)B * T);
+                  2 * gptc_alloc_block_bytes(sizeof(gptc_layer) * L) + dev(arena);
+    out->grads = dev(arena);
+    out->acts = gptc_alloc_block_bytes(sizeof(float *) * ACT_FIELDS * L) + dev(acts) + dev(dacts) +
+                2 * dev(sizeof(int) * (size_t)B * T);
 }
 
 gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
@@ -263,11 +264,12 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     for (int i = 0; i < ACT_FIELDS; i++) *fields[i] = ptrs + (size_t)i * L;
     bool naive = m->naive_attention;
     plan_acts(NULL, &m->cfg, B, T, naive, m->fuse, m->recompute, NULL, NULL, &m->act_floats, &m->dact_floats);
-    m->grads = gptc_alloc(m->num_floats * sizeof(float), "gradients");
-    m->act_arena = m->grads ? gptc_alloc(m->act_floats * sizeof(float), "activations") : NULL;
-    m->dact_arena = m->act_arena ? gptc_alloc(m->dact_floats * sizeof(float), "activation gradients") : NULL;
-    m->inputs = m->dact_arena ? gptc_alloc(sizeof(int) * B * T, "inputs") : NULL;
-    m->targets = m->inputs ? gptc_alloc(sizeof(int) * B * T, "targets") : NULL;
+    const gptc_backend_memory *mem = m->be.mem;
+    m->grads = mem->alloc(m->num_floats * sizeof(float), "gradients");
+    m->act_arena = m->grads ? mem->alloc(m->act_floats * sizeof(float), "activations") : NULL;
+    m->dact_arena = m->act_arena ? mem->alloc(m->dact_floats * sizeof(float), "activation gradients") : NULL;
+    m->inputs = m->dact_arena ? mem->alloc(sizeof(int) * B * T, "inputs") : NULL;
+    m->targets = m->inputs ? mem->alloc(sizeof(int) * B * T, "targets") : NULL;
     if (!m->targets) return GPTC_ERR_NOMEM; /* gptc_model_free releases what was allocated */
     plan_acts(m, &m->cfg, B, T, naive, m->fuse, m->recompute, m->act_arena, m->dact_arena, &m->act_floats,
               &m->dact_floats);

@@ -1,6 +1,6 @@
 /* plan.c — the memory planner (see plan.h). Every figure comes from the code that allocates it: the
  * model's arenas from layout.c's planning, the kernel scratch from the kernels layer
- * (gptc_gemm_scratch, gptc_flash_scratch), so the plan cannot drift from the allocations. */
+ * (gptc_gemm_scratch, the table's flash_scratch entries), so the plan cannot drift from the allocations. */
 #include "model/plan.h"
 
 #include <limits.h>
@@ -93,14 +93,15 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
 
     size_t *buf = calloc(4 * (size_t)threads, sizeof(size_t));
     if (!buf) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
-    gemm_scratch g = {.k = gptc_kernels_get(), .bf16 = r->dtype == GPTC_PRECISION_BF16, .threads = threads,
+    const gptc_kernels *k = gptc_backend_default()->k;
+    gemm_scratch g = {.k = k, .bf16 = r->dtype == GPTC_PRECISION_BF16, .threads = threads,
                       .a = buf, .b = buf + threads, .ta = buf + 2 * threads, .tb = buf + 3 * threads};
     step_gemms(&g, r);
     size_t work = g.transient;
     int HS = r->model.channels / r->model.heads;
     size_t flash = r->naive_attention ? 0
-                   : r->dtype == GPTC_PRECISION_BF16 ? gptc_flash_scratch_bf16(r->seq, HS)
-                                                     : gptc_flash_scratch(r->seq, HS);
+                   : r->dtype == GPTC_PRECISION_BF16 ? k->flash_scratch_bf16(r->seq, HS)
+                                                     : k->flash_scratch(r->seq, HS);
     for (int t = 0; t < threads; t++) work += g.a[t] + g.b[t] + flash;
     free(buf);
 

@@ -1,6 +1,7 @@
 /* flash_ref.c — the reference fused causal flash attention (plain loops over query tiles x key tiles
  * with an online softmax) in fp32 and in bf16 mixed precision (one implementation, a `bf16` flag
- * adding the rounding points), the variant dispatch, and the (B,T,3C) <-> (B,NH,T,HS) conversions.
+ * adding the rounding points), the entries in use (read from the kernel table), and the reference
+ * (B,T,3C) <-> (B,NH,T,HS) conversions.
  * See kernels/attention.h for the contracts. */
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
@@ -188,37 +189,22 @@ void gptc_flash_bwd_bf16_ref(float *dq, float *dk, float *dv, const float *do_, 
     flash_bwd(dq, dk, dv, do_, q, k, v, o, lse, B, NH, T, HS, dropout, seed, 1);
 }
 
-/* ---- dispatch: follows the level of the operator table (CPU check and GPTC_KERNELS cap). */
-static int flash_level(void) { return gptc_kernels_flash_level(); }
-gptc_flash_fwd_fn gptc_flash_fwd(void) {
-    static const gptc_flash_fwd_fn fns[] = {gptc_flash_fwd_ref, gptc_flash_fwd_avx2, gptc_flash_fwd_avx512};
-    return fns[flash_level()];
-}
-gptc_flash_bwd_fn gptc_flash_bwd(void) {
-    static const gptc_flash_bwd_fn fns[] = {gptc_flash_bwd_ref, gptc_flash_bwd_avx2, gptc_flash_bwd_avx512};
-    return fns[flash_level()];
-}
-size_t gptc_flash_scratch(int T, int HS) {
-    static size_t (*const fns[])(int, int) = {gptc_flash_scratch_ref, gptc_flash_scratch_avx2, gptc_flash_scratch_avx512};
-    return fns[flash_level()](T, HS);
-}
+/* ---- the table's entries in use (kernels.h: each level's overlay sets them; nothing is chosen here) */
+gptc_flash_fwd_fn gptc_flash_fwd(void) { return gptc_kernels_get()->flash_fwd; }
+gptc_flash_bwd_fn gptc_flash_bwd(void) { return gptc_kernels_get()->flash_bwd; }
+size_t gptc_flash_scratch(int T, int HS) { return gptc_kernels_get()->flash_scratch(T, HS); }
 const char *gptc_flash_variant(void) {
-    static const char *const names[] = {"ref", "avx2", "avx512"};
-    return names[flash_level()];
+    const gptc_kernels *k = gptc_kernels_get();
+    for (int i = 0; i < gptc_kernel_nops; i++)
+        if (gptc_kernel_ops[i].offset == offsetof(gptc_kernels, flash_fwd)) return gptc_kernels_op_variant(k, i);
+    return "ref";
 }
-
-/* bf16: the AVX512_BF16 kernel at the avx512 level on a CPU with AVX512_BF16, else the reference */
-static int flash_bf16_fast(void) { return flash_level() == 2 && gptc_cpu()->avx512bf16; }
-gptc_flash_fwd_fn gptc_flash_fwd_bf16(void) {
-    return flash_bf16_fast() ? gptc_flash_fwd_bf16_avx512 : gptc_flash_fwd_bf16_ref;
+gptc_flash_fwd_fn gptc_flash_fwd_bf16(void) { return gptc_kernels_get()->flash_fwd_bf16; }
+gptc_flash_bwd_fn gptc_flash_bwd_bf16(void) { return gptc_kernels_get()->flash_bwd_bf16; }
+size_t gptc_flash_scratch_bf16(int T, int HS) { return gptc_kernels_get()->flash_scratch_bf16(T, HS); }
+const char *gptc_flash_bf16_variant(void) {
+    return gptc_kernels_get()->flash_fwd_bf16 == gptc_flash_fwd_bf16_avx512 ? "avx512bf16" : "ref";
 }
-gptc_flash_bwd_fn gptc_flash_bwd_bf16(void) {
-    return flash_bf16_fast() ? gptc_flash_bwd_bf16_avx512 : gptc_flash_bwd_bf16_ref;
-}
-size_t gptc_flash_scratch_bf16(int T, int HS) {
-    return flash_bf16_fast() ? gptc_flash_scratch_bf16_avx512(T, HS) : gptc_flash_scratch_bf16_ref(T, HS);
-}
-const char *gptc_flash_bf16_variant(void) { return flash_bf16_fast() ? "avx512bf16" : "ref"; }
 
 /* ---- layout conversions */
 void gptc_qkv_to_heads(float *q, float *k, float *v, const float *qkv, int B, int T, int C, int NH) {

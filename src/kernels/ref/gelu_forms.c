@@ -1,12 +1,12 @@
-/* gelu_forms.c — reference C for the erf and sigmoid GELU forms, and the form dispatcher. */
+/* gelu_forms.c — reference C for the erf and sigmoid GELU forms (entries of the reference table), and
+ * the form selector: each form is its own table entry, so nothing here looks at the level. */
 #include "kernels/gelu.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
-#include <string.h>
 
 /* out (n) = 0.5 x (1 + erf(x / sqrt2)) */
-static void gelu_erf_fwd(float *out, const float *inp, size_t n) {
+void gptc_gelu_erf_fwd_ref(float *out, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
@@ -15,7 +15,7 @@ static void gelu_erf_fwd(float *out, const float *inp, size_t n) {
 }
 
 /* dinp (n) += (Phi(x) + x phi(x)) * dout */
-static void gelu_erf_bwd(float *dinp, const float *inp, const float *dout, size_t n) {
+void gptc_gelu_erf_bwd_ref(float *dinp, const float *inp, const float *dout, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
@@ -26,7 +26,7 @@ static void gelu_erf_bwd(float *dinp, const float *inp, const float *dout, size_
 }
 
 /* out (n) = x sigmoid(1.702 x) */
-static void gelu_sig_fwd(float *out, const float *inp, size_t n) {
+void gptc_gelu_sigmoid_fwd_ref(float *out, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
@@ -35,7 +35,7 @@ static void gelu_sig_fwd(float *out, const float *inp, size_t n) {
 }
 
 /* dinp (n) += (s + 1.702 x s (1 - s)) * dout, s = sigmoid(1.702 x) */
-static void gelu_sig_bwd(float *dinp, const float *inp, const float *dout, size_t n) {
+void gptc_gelu_sigmoid_bwd_ref(float *dinp, const float *inp, const float *dout, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
@@ -45,31 +45,40 @@ static void gelu_sig_bwd(float *dinp, const float *inp, const float *dout, size_
 }
 
 void gptc_gelu_ref_fwd(gptc_gelu_kind f, float *out, const float *inp, size_t n) {
-    if (f == GPTC_GELU_KIND_ERF) gelu_erf_fwd(out, inp, n);
-    else if (f == GPTC_GELU_KIND_SIGMOID) gelu_sig_fwd(out, inp, n);
-    else gptc_kernels_ref()->gelu_fwd(out, inp, n);
+    gptc_gelu_fwd_k(gptc_kernels_ref(), f, out, inp, n);
 }
 
 void gptc_gelu_ref_bwd(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n) {
-    if (f == GPTC_GELU_KIND_ERF) gelu_erf_bwd(dinp, inp, dout, n);
-    else if (f == GPTC_GELU_KIND_SIGMOID) gelu_sig_bwd(dinp, inp, dout, n);
-    else gptc_kernels_ref()->gelu_bwd(dinp, inp, dout, n);
+    gptc_gelu_bwd_k(gptc_kernels_ref(), f, dinp, inp, dout, n);
 }
 
-/* The level is the table's variant, so GPTC_KERNELS caps these forms too. */
+gptc_gelu_fwd_fn gptc_gelu_fwd_entry(const gptc_kernels *k, gptc_gelu_kind f) {
+    return f == GPTC_GELU_KIND_ERF ? k->gelu_erf_fwd : f == GPTC_GELU_KIND_SIGMOID ? k->gelu_sigmoid_fwd : k->gelu_fwd;
+}
+
+gptc_gelu_bwd_fn gptc_gelu_bwd_entry(const gptc_kernels *k, gptc_gelu_kind f) {
+    return f == GPTC_GELU_KIND_ERF ? k->gelu_erf_bwd : f == GPTC_GELU_KIND_SIGMOID ? k->gelu_sigmoid_bwd : k->gelu_bwd;
+}
+
+size_t gptc_gelu_fwd_slot(gptc_gelu_kind f) {
+    return f == GPTC_GELU_KIND_ERF       ? GPTC_KERNEL_SLOT(gelu_erf_fwd)
+           : f == GPTC_GELU_KIND_SIGMOID ? GPTC_KERNEL_SLOT(gelu_sigmoid_fwd)
+                                         : GPTC_KERNEL_SLOT(gelu_fwd);
+}
+
+size_t gptc_gelu_bwd_slot(gptc_gelu_kind f) {
+    return f == GPTC_GELU_KIND_ERF       ? GPTC_KERNEL_SLOT(gelu_erf_bwd)
+           : f == GPTC_GELU_KIND_SIGMOID ? GPTC_KERNEL_SLOT(gelu_sigmoid_bwd)
+                                         : GPTC_KERNEL_SLOT(gelu_bwd);
+}
+
 void gptc_gelu_fwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *out, const float *inp, size_t n) {
-    if (f == GPTC_GELU_KIND_TANH) k->gelu_fwd(out, inp, n);
-    else if (strcmp(k->variant, "avx512") == 0) gptc_avx512_gelu_fwd(f, out, inp, n);
-    else if (strcmp(k->variant, "avx2") == 0) gptc_avx2_gelu_fwd(f, out, inp, n);
-    else gptc_gelu_ref_fwd(f, out, inp, n);
+    gptc_gelu_fwd_entry(k, f)(out, inp, n);
 }
 
 void gptc_gelu_bwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *dinp, const float *inp, const float *dout,
                      size_t n) {
-    if (f == GPTC_GELU_KIND_TANH) k->gelu_bwd(dinp, inp, dout, n);
-    else if (strcmp(k->variant, "avx512") == 0) gptc_avx512_gelu_bwd(f, dinp, inp, dout, n);
-    else if (strcmp(k->variant, "avx2") == 0) gptc_avx2_gelu_bwd(f, dinp, inp, dout, n);
-    else gptc_gelu_ref_bwd(f, dinp, inp, dout, n);
+    gptc_gelu_bwd_entry(k, f)(dinp, inp, dout, n);
 }
 
 void gptc_gelu_fwd_form(gptc_gelu_kind f, float *out, const float *inp, size_t n) {

@@ -1,5 +1,9 @@
-/* ref_f32.c — the float instantiation of the reference kernels and the reference kernel table. */
+/* ref_f32.c — the float instantiation of the reference kernels and the reference kernel table (every
+ * entry: the flash attention, GELU forms, head reshapes and dropout come from their own files). */
 #include "kernels/kernels.h"
+#include "kernels/attention.h"
+#include "kernels/dropout.h"
+#include "kernels/gelu.h"
 
 #define REAL float
 #define FN(name) ref_f32_##name
@@ -32,6 +36,9 @@ static void ref_bf16_gemm(int transA, int transB, int M, int N, int K, const flo
     gptc_free(b);
 }
 
+/* x (n) = 0 */
+static void ref_zero(float *x, size_t n) { memset(x, 0, n * sizeof *x); }
+
 static const gptc_kernels g_ref = {
     .variant = "ref",
     .encoder_fwd = ref_f32_encoder_fwd,
@@ -55,6 +62,23 @@ static const gptc_kernels g_ref = {
     .layernorm_bwd_residual = ref_f32_layernorm_bwd_residual,
     .crossentropy_fused = ref_f32_crossentropy_fused,
     .adamw = ref_f32_adamw,
+    .flash_fwd = gptc_flash_fwd_ref,
+    .flash_bwd = gptc_flash_bwd_ref,
+    .flash_fwd_bf16 = gptc_flash_fwd_bf16_ref,
+    .flash_bwd_bf16 = gptc_flash_bwd_bf16_ref,
+    .gelu_erf_fwd = gptc_gelu_erf_fwd_ref,
+    .gelu_erf_bwd = gptc_gelu_erf_bwd_ref,
+    .gelu_sigmoid_fwd = gptc_gelu_sigmoid_fwd_ref,
+    .gelu_sigmoid_bwd = gptc_gelu_sigmoid_bwd_ref,
+    .qkv_to_heads = gptc_qkv_to_heads,
+    .heads_to_qkv_grad = gptc_heads_to_qkv_grad,
+    .heads_to_rows = gptc_heads_to_rows,
+    .rows_to_heads = gptc_rows_to_heads,
+    .dropout = gptc_dropout_apply,
+    .zero = ref_zero,
+    .grad_sumsq = gptc_grad_sumsq_ref,
+    .flash_scratch = gptc_flash_scratch_ref,
+    .flash_scratch_bf16 = gptc_flash_scratch_bf16_ref,
 };
 
 const gptc_kernels *gptc_kernels_ref(void) { return &g_ref; }

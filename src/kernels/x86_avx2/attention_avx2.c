@@ -10,7 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void gptc_avx2_overlay_attention(gptc_kernels *k) { (void)k; }
+/* the avx2 level's flash entries (the bf16 ones stay the reference's: no AVX2 bf16 kernel) */
+void gptc_avx2_overlay_attention(gptc_kernels *k) {
+    k->flash_fwd = gptc_flash_fwd_avx2;
+    k->flash_bwd = gptc_flash_bwd_avx2;
+    k->flash_scratch = gptc_flash_scratch_avx2;
+}
 
 enum { BR = 64, BC = 8 }; /* query rows per forward task, keys per tile (one ymm) */
 

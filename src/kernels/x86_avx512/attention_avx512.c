@@ -13,7 +13,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-void gptc_avx512_overlay_attention(gptc_kernels *k) { (void)k; }
+/* the avx512 level's flash entries; the bf16 ones only on a CPU with AVX512_BF16 (else they stay the
+ * bf16 reference) */
+void gptc_avx512_overlay_attention(gptc_kernels *k) {
+    k->flash_fwd = gptc_flash_fwd_avx512;
+    k->flash_bwd = gptc_flash_bwd_avx512;
+    k->flash_scratch = gptc_flash_scratch_avx512;
+    if (gptc_cpu()->avx512bf16) {
+        k->flash_fwd_bf16 = gptc_flash_fwd_bf16_avx512;
+        k->flash_bwd_bf16 = gptc_flash_bwd_bf16_avx512;
+        k->flash_scratch_bf16 = gptc_flash_scratch_bf16_avx512;
+    }
+}
 
 
 /* per-thread scratch, grown on the first call and reused: nothing is allocated in a training step */

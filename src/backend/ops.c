@@ -1,0 +1,272 @@
+/* ops.c — the backend's profiled operator calls (ops.h): each runs one entry of the bound table in a
+ * profiler span with the operator's cost (nothing is recorded while the profiler is off).
+ *
+ * The cost model. FLOPs: a matrix product 2*M*N*K; the causal attention counts its products over the
+ * causal half only (the flash backward's 5 products include its recompute of the scores); elementwise
+ * operators the EW_* FLOPs per element, estimates of the arithmetic (exp, tanh and sqrt as one).
+ * Bytes: each operand read once and each result written once (accumulated results read and written),
+ * what the operator must move at the least: caches and the GEMM's repeated panel reads make the real
+ * traffic differ. The A and B operands of a GEMM count at the element size the multiply uses (2 bytes
+ * in bf16, whose kernels round fp32 arrays to bf16 while packing); everything else is fp32 (the
+ * attention too, whatever the dtype). */
+#include "backend/backend.h"
+#include "kernels/gelu.h"
+
+#define EW_LN_FWD 8 /* mean, variance, normalise, scale and shift */
+#define EW_LN_BWD 14
+#define EW_GELU_FWD 12
+#define EW_GELU_BWD 20
+#define EW_XENT 5 /* max, subtract + exp, sum, normalise (+ the gradient's scale when fused) */
+#define F32 4.0
+
+/* The span name of a call of the entry in `slot`: a plugin's label where one replaced it, else site. */
+static const char *span(const gptc_backend *be, size_t slot, const char *site) {
+    return be->k->labels && be->k->labels[slot] ? be->k->labels[slot] : site;
+}
+#define SLOT(op) GPTC_KERNEL_SLOT(op)
+
+static double gemm_flops(double M, double N, double K) { return 2 * M * N * K; }
+
+/* C (M,N) = A (M,K) B (K,N), C read too when accumulated (beta 1), with or without a bias (N) */
+static double gemm_bytes(const gptc_backend *be, double M, double N, double K, bool accumulate, bool bias) {
+    double e = be->bf16 ? 2 : F32;
+    return e * (M * K + K * N) + F32 * M * N * (accumulate ? 2 : 1) + (bias ? F32 * N : 0);
+}
+
+/* B*NH*HS * T(T+1)/2 query-key pairs x 2: the causal half's products, C = NH*HS */
+static double causal_pairs(int B, int T, int C) { return (double)B * T * (T + 1) * C; }
+
+void gptc_be_phase_begin(const gptc_backend *be, const char *name, int l) {
+    (void)be;
+    gptc_prof_begin(GPTC_PROF_PHASE, name, l);
+}
+
+void gptc_be_phase_end(const gptc_backend *be) {
+    (void)be;
+    gptc_prof_end(0, 0);
+}
+
+void gptc_be_encoder_fwd(const gptc_backend *be, const char *site, float *out, const int *inp, const float *wte,
+                         const float *wpe, int B, int T, int C) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(encoder_fwd), site), -1);
+    be->k->encoder_fwd(out, inp, wte, wpe, B, T, C);
+    double BT = (double)B * T;
+    gptc_prof_end(BT * C, F32 * 3.0 * BT * C + sizeof(int) * BT);
+}
+
+void gptc_be_encoder_bwd(const gptc_backend *be, const char *site, float *dwte, float *dwpe, const float *dout,
+                         const int *inp, int B, int T, int C) {
+    gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(encoder_bwd), site), -1);
+    be->k->encoder_bwd(dwte, dwpe, dout, inp, B, T, C);
+    double BT = (double)B * T, btc = (double)((size_t)B * T * C);
+    gptc_prof_end(2.0 * btc, F32 * 5.0 * btc + sizeof(int) * BT);
+}
+
+void gptc_be_layernorm_fwd(const gptc_backend *be, const char *site, int l, float *out, float *mean, float *rstd,
+                           const float *inp, const float *w, const float *b, int N, int C) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(layernorm_fwd), site), l);
+    be->k->layernorm_fwd(out, mean, rstd, inp, w, b, N, C);
+    gptc_prof_end(EW_LN_FWD * (double)N * C, F32 * (2.0 * N * C + 2.0 * N + 2.0 * C));
+}
+
+void gptc_be_residual_layernorm_fwd(const gptc_backend *be, const char *site, int l, float *res, float *out,
+                                    float *mean, float *rstd, const float *a, const float *b, const float *w,
+                                    const float *bias, int N, int C) {
+    gptc_prof_begin(GPTC_PROF_FWD,
+                    be->fuse ? span(be, SLOT(residual_layernorm_fwd), site) : span(be, SLOT(layernorm_fwd), site), l);
+    if (be->fuse) {
+        be->k->residual_layernorm_fwd(res, out, mean, rstd, a, b, w, bias, N, C);
+    } else {
+        be->k->residual_fwd(res, a, b, (size_t)N * C);
+        be->k->layernorm_fwd(out, mean, rstd, res, w, bias, N, C);
+    }
+    double nc = (double)N * C;
+    gptc_prof_end((EW_LN_FWD + 1) * nc, F32 * (4 * nc + 2.0 * N + 2.0 * C));
+}
+
+void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, int l, float *dinp, float *dw,
+                                    float *db, const float *dskip, const float *dout, const float *inp, const float *w,
+                                    const float *mean, const float *rstd, int N, int C) {
+    gptc_prof_begin(GPTC_PROF_BWD,
+                    be->fuse ? span(be, SLOT(layernorm_bwd_residual), site) : span(be, SLOT(layernorm_bwd), site), l);
+    if (be->fuse) {
+        be->k->layernorm_bwd_residual(dinp, dw, db, dskip, dout, inp, w, mean, rstd, N, C);
+    } else {
+        if (!dskip) be->k->zero(dinp, (size_t)N * C);
+        else if (dskip != dinp) be->mem->copy(dinp, dskip, sizeof(float) * (size_t)N * C);
+        be->k->layernorm_bwd(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    }
+    double nc = (double)N * C;
+    gptc_prof_end(EW_LN_BWD * nc, F32 * ((dskip ? 4 : 3) * nc + 2.0 * N + 5.0 * C));
+}
+
+void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const float *inp,
+                        const float *w, const float *b, int N, int IC, int OC) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, be->gemm_slot, site), l);
+    be->gemm(0, 0, N, OC, IC, inp, IC, w, OC, 0.0f, be->fuse ? b : NULL, out, OC);
+    if (!be->fuse) be->k->bias_fwd(out, b, N, OC);
+    gptc_prof_end(gemm_flops(N, OC, IC) + (double)N * OC, gemm_bytes(be, N, OC, IC, !be->fuse, true));
+}
+
+void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float *db,
+                        const float *dout, const float *inp, const float *w, int N, int IC, int OC) {
+    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 1, N, IC, OC, dout, OC, w, OC, 0.0f, NULL, dinp, IC);
+    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC, 1.0f, NULL, dw, OC);
+    gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(bias_bwd), sites.db), l);
+    be->k->bias_bwd(db, dout, N, OC);
+    gptc_prof_end((double)N * OC, F32 * ((double)N * OC + 2.0 * OC));
+}
+
+void gptc_be_gemm(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB, int M,
+                  int N, int K, const float *A, int lda, const float *B, int ldb, float beta, const float *bias,
+                  float *C, int ldc) {
+    gptc_prof_begin(cat, span(be, be->gemm_slot, site), l);
+    be->gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
+    gptc_prof_end(gemm_flops(M, N, K) + (bias ? (double)M * N : 0), gemm_bytes(be, M, N, K, beta != 0, bias != NULL));
+}
+
+void gptc_be_attention_fwd(const gptc_backend *be, const char *site, int l, float *out, float *preatt, float *att,
+                           const float *qkv, int B, int T, int C, int NH) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(attention_fwd), site), l);
+    be->k->attention_fwd(out, preatt, att, qkv, B, T, C, NH);
+    double btc = (double)B * T * C;
+    gptc_prof_end(2 * causal_pairs(B, T, C), F32 * (4 * btc + (double)B * NH * T * (T + 1)));
+}
+
+void gptc_be_attention_bwd(const gptc_backend *be, const char *site, int l, float *dqkv, float *dpreatt, float *datt,
+                           const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH) {
+    gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(attention_bwd), site), l);
+    be->k->attention_bwd(dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH);
+    double btc = (double)((size_t)B * T * C);
+    gptc_prof_end(4 * causal_pairs(B, T, C), F32 * (10.0 * btc + 1.5 * B * NH * T * (T + 1)));
+}
+
+void gptc_be_qkv_to_heads(const gptc_backend *be, const char *site, int l, float *q, float *k, float *v,
+                          const float *qkv, int B, int T, int C, int NH) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(qkv_to_heads), site), l);
+    be->k->qkv_to_heads(q, k, v, qkv, B, T, C, NH);
+    gptc_prof_end(0, F32 * 6 * ((double)B * T * C));
+}
+
+void gptc_be_heads_to_rows(const gptc_backend *be, const char *site, int l, float *out, const float *o, int B, int T,
+                           int C, int NH) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(heads_to_rows), site), l);
+    be->k->heads_to_rows(out, o, B, T, C, NH);
+    gptc_prof_end(0, F32 * 2 * ((double)B * T * C));
+}
+
+void gptc_be_rows_to_heads(const gptc_backend *be, const char *site, int l, float *dheads, const float *drows, int B,
+                           int T, int C, int NH) {
+    gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(rows_to_heads), site), l);
+    be->k->rows_to_heads(dheads, drows, B, T, C, NH);
+    gptc_prof_end(0, F32 * 2 * (double)((size_t)B * T * C));
+}
+
+void gptc_be_heads_to_qkv_grad(const gptc_backend *be, const char *site, int l, float *dqkv, const float *dq,
+                               const float *dk, const float *dv, int B, int T, int C, int NH) {
+    gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(heads_to_qkv_grad), site), l);
+    be->k->heads_to_qkv_grad(dqkv, dq, dk, dv, B, T, C, NH);
+    double btc = (double)((size_t)B * T * C);
+    gptc_prof_end(3.0 * btc, F32 * 9 * btc);
+}
+
+void gptc_be_flash_fwd(const gptc_backend *be, const char *site, int l, float *o, float *lse, const float *q,
+                       const float *k, const float *v, int B, int NH, int T, int HS, float dropout, uint64_t seed) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, be->flash_fwd_slot, site), l);
+    be->flash_fwd(o, lse, q, k, v, B, NH, T, HS, dropout, seed);
+    int C = NH * HS;
+    double btc = (double)B * T * C;
+    gptc_prof_end(2 * causal_pairs(B, T, C), F32 * (4 * btc + (double)B * NH * T));
+}
+
+void gptc_be_flash_bwd(const gptc_backend *be, const char *site, int l, float *dq, float *dk, float *dv,
+                       const float *do_, const float *q, const float *k, const float *v, const float *o,
+                       const float *lse, int B, int NH, int T, int HS, float dropout, uint64_t seed) {
+    gptc_prof_begin(GPTC_PROF_BWD, span(be, be->flash_bwd_slot, site), l);
+    be->flash_bwd(dq, dk, dv, do_, q, k, v, o, lse, B, NH, T, HS, dropout, seed);
+    int C = NH * HS;
+    double btc = (double)((size_t)B * T * C);
+    gptc_prof_end(5 * causal_pairs(B, T, C), F32 * (11.0 * btc + (double)B * NH * T));
+}
+
+void gptc_be_gelu_fwd(const gptc_backend *be, const char *site, int l, gptc_gelu_kind f, float *out, const float *inp,
+                      size_t n) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, gptc_gelu_fwd_slot(f), site), l);
+    gptc_gelu_fwd_entry(be->k, f)(out, inp, n);
+    gptc_prof_end(EW_GELU_FWD * (double)n, F32 * 2 * (double)n);
+}
+
+void gptc_be_gelu_bwd(const gptc_backend *be, const char *site, int l, gptc_gelu_kind f, float *dinp,
+                      const float *inp, const float *dout, size_t n) {
+    gptc_prof_begin(GPTC_PROF_BWD, span(be, gptc_gelu_bwd_slot(f), site), l);
+    gptc_gelu_bwd_entry(be->k, f)(dinp, inp, dout, n);
+    gptc_prof_end(EW_GELU_BWD * (double)n, F32 * 4 * (double)n);
+}
+
+void gptc_be_dropout_fwd(const gptc_backend *be, const char *site, int l, float *x, size_t n, float p, uint64_t seed,
+                         uint64_t stream) {
+    if (p <= 0) return;
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(dropout), site), l);
+    be->k->dropout(x, x, n, p, seed, stream);
+    gptc_prof_end((double)n, F32 * 2.0 * n);
+}
+
+const float *gptc_be_dropout_bwd(const gptc_backend *be, const char *site, int l, float *out, const float *dout,
+                                 size_t n, float p, uint64_t seed, uint64_t stream) {
+    if (p <= 0) return dout;
+    gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(dropout), site), l);
+    be->k->dropout(out, dout, n, p, seed, stream);
+    gptc_prof_end((double)n, F32 * 2.0 * n);
+    return out;
+}
+
+void gptc_be_zero(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int count, float *const bufs[],
+                  const size_t n[]) {
+    gptc_prof_begin(cat, span(be, SLOT(zero), site), l);
+    double total = 0;
+    for (int i = 0; i < count; i++) {
+        be->k->zero(bufs[i], n[i]);
+        total += (double)n[i];
+    }
+    gptc_prof_end(0, F32 * total);
+}
+
+/* The cost of a softmax cross-entropy pass over N rows of V logits, read and written in place. */
+static void xent_end(int N, int V) {
+    double nv = (double)N * V;
+    gptc_prof_end(EW_XENT * nv, F32 * 2 * nv + (F32 + sizeof(int)) * N);
+}
+
+void gptc_be_crossentropy_fwd(const gptc_backend *be, const char *site, float *losses, float *probs,
+                              const float *logits, const int *targets, int N, int V, int Vp) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(crossentropy_fwd), site), -1);
+    be->k->crossentropy_fwd(losses, probs, logits, targets, N, V, Vp);
+    xent_end(N, V);
+}
+
+void gptc_be_crossentropy_fused(const gptc_backend *be, const char *site, float *losses, float *logits,
+                                const int *targets, float dloss, int N, int V, int Vp) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(crossentropy_fused), site), -1);
+    be->k->crossentropy_fused(losses, logits, targets, dloss, N, V, Vp);
+    xent_end(N, V);
+}
+
+void gptc_be_crossentropy_bwd(const gptc_backend *be, const char *site, float *dlogits, const float *probs,
+                              const int *targets, float dloss, int N, int V, int Vp) {
+    gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(crossentropy_bwd), site), -1);
+    be->k->zero(dlogits, (size_t)N * Vp);
+    be->k->crossentropy_bwd(dlogits, probs, targets, dloss, N, V, Vp);
+    xent_end(N, V);
+}
+
+void gptc_be_adamw(const gptc_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                   float b2, float eps, float wd, float grad_scale, int t) {
+    be->k->adamw(p, g, m, v, n, lr, b1, b2, eps, wd, grad_scale, t);
+}
+
+double gptc_be_grad_sumsq(const gptc_backend *be, const float *g, size_t n) {
+    gptc_prof_begin(GPTC_PROF_OPT, span(be, SLOT(grad_sumsq), "grad_norm"), -1);
+    double total = be->k->grad_sumsq(g, n);
+    gptc_prof_end(2.0 * n, 4.0 * n); /* a multiply-add per float read */
+    return total;
+}

@@ -1,0 +1,117 @@
+/* ops.h — the backend's operator calls, one per operator of the model and the optimizer: each runs
+ * the bound table entry (backend.h) inside a profiler span named `site` ("qkv.fwd", ...) with layer l
+ * (-1: none) and the operator's FLOPs and bytes (the cost model of ops.c). When a plugin replaced the
+ * entry, the span is named by the table's label instead ("gelu_fwd[plugin:NAME]"). Shapes and
+ * accumulate-or-overwrite are the table's (kernels/kernels.h) unless a comment says otherwise.
+ * Included by backend/backend.h. */
+#ifndef GPTC_BACKEND_OPS_H
+#define GPTC_BACKEND_OPS_H
+
+#include "core/profile.h"
+#include "gptc.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gptc_backend gptc_backend;
+
+/* The four span names of a linear layer's calls: GPTC_LINEAR_SITES("qkv") is qkv.fwd, qkv.dx.bwd,
+ * qkv.dw.bwd, qkv.db.bwd (string literals: the profiler keeps the pointers). */
+typedef struct gptc_linear_sites {
+    const char *fwd, *dx, *dw, *db;
+} gptc_linear_sites;
+#define GPTC_LINEAR_SITES(s) ((gptc_linear_sites){s ".fwd", s ".dx.bwd", s ".dw.bwd", s ".db.bwd"})
+
+/* A phase span (forward, backward, classifier, recompute): a name and a layer, no cost of its own. */
+void gptc_be_phase_begin(const gptc_backend *be, const char *name, int l);
+void gptc_be_phase_end(const gptc_backend *be);
+
+/* out (B,T,C) = wte[inp] + wpe[t]; inp (B,T) */
+void gptc_be_encoder_fwd(const gptc_backend *be, const char *site, float *out, const int *inp, const float *wte,
+                         const float *wpe, int B, int T, int C);
+/* dwte (Vp,C) +=, dwpe (maxT,C) += from dout (B,T,C) */
+void gptc_be_encoder_bwd(const gptc_backend *be, const char *site, float *dwte, float *dwpe, const float *dout,
+                         const int *inp, int B, int T, int C);
+
+/* out (N,C) = LayerNorm(inp (N,C)) with w, b (C); mean, rstd (N) */
+void gptc_be_layernorm_fwd(const gptc_backend *be, const char *site, int l, float *out, float *mean, float *rstd,
+                           const float *inp, const float *w, const float *b, int N, int C);
+/* res (N,C) = a + b; out = LayerNorm(res) with w, bias; mean, rstd (N). Fused or as two kernels. */
+void gptc_be_residual_layernorm_fwd(const gptc_backend *be, const char *site, int l, float *res, float *out,
+                                    float *mean, float *rstd, const float *a, const float *b, const float *w,
+                                    const float *bias, int N, int C);
+/* dinp (N,C) = dskip (NULL: 0; may alias dinp) + LayerNorm backward of dout (OVERWRITES); dw, db (C) += */
+void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, int l, float *dinp, float *dw,
+                                    float *db, const float *dskip, const float *dout, const float *inp, const float *w,
+                                    const float *mean, const float *rstd, int N, int C);
+
+/* A linear layer: out (N,OC) = inp (N,IC) @ w (IC,OC) + b (OC) (the bias in the GEMM's epilogue when
+ * fused, else its own pass) */
+void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const float *inp,
+                        const float *w, const float *b, int N, int IC, int OC);
+/* its backward: dinp (N,IC) = dout @ w^T (OVERWRITES), dw (IC,OC) += inp^T dout, db (OC) += column sums */
+void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float *db,
+                        const float *dout, const float *inp, const float *w, int N, int IC, int OC);
+/* One product with the bound GEMM (the kernels.h contract), span category cat. */
+void gptc_be_gemm(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB, int M,
+                  int N, int K, const float *A, int lda, const float *B, int ldb, float beta, const float *bias,
+                  float *C, int ldc);
+
+/* Materialised causal attention (--naive-attention): out (B,T,C), preatt, att (B,NH,T,T) from qkv (B,T,3C) */
+void gptc_be_attention_fwd(const gptc_backend *be, const char *site, int l, float *out, float *preatt, float *att,
+                           const float *qkv, int B, int T, int C, int NH);
+/* dqkv (B,T,3C) +=; dpreatt, datt (B,NH,T,T) scratch */
+void gptc_be_attention_bwd(const gptc_backend *be, const char *site, int l, float *dqkv, float *dpreatt, float *datt,
+                           const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH);
+/* The head reshapes (kernels.h): q, k, v (B,NH,T,HS) = qkv (B,T,3C); out (B,T,C) = o (B,NH,T,HS);
+ * dheads (B,NH,T,HS) = drows (B,T,C); dqkv (B,T,3C) += dq, dk, dv */
+void gptc_be_qkv_to_heads(const gptc_backend *be, const char *site, int l, float *q, float *k, float *v,
+                          const float *qkv, int B, int T, int C, int NH);
+void gptc_be_heads_to_rows(const gptc_backend *be, const char *site, int l, float *out, const float *o, int B, int T,
+                           int C, int NH);
+void gptc_be_rows_to_heads(const gptc_backend *be, const char *site, int l, float *dheads, const float *drows, int B,
+                           int T, int C, int NH);
+void gptc_be_heads_to_qkv_grad(const gptc_backend *be, const char *site, int l, float *dqkv, const float *dq,
+                               const float *dk, const float *dv, int B, int T, int C, int NH);
+/* The bound flash attention (fp32 or bf16): o (B,NH,T,HS), lse (B,NH,T); the backward's dq, dk, dv += */
+void gptc_be_flash_fwd(const gptc_backend *be, const char *site, int l, float *o, float *lse, const float *q,
+                       const float *k, const float *v, int B, int NH, int T, int HS, float dropout, uint64_t seed);
+void gptc_be_flash_bwd(const gptc_backend *be, const char *site, int l, float *dq, float *dk, float *dv,
+                       const float *do_, const float *q, const float *k, const float *v, const float *o,
+                       const float *lse, int B, int NH, int T, int HS, float dropout, uint64_t seed);
+
+/* GELU of form f: out (n) = gelu_f(inp); the backward dinp (n) += gelu_f'(inp) dout */
+void gptc_be_gelu_fwd(const gptc_backend *be, const char *site, int l, gptc_gelu_kind f, float *out, const float *inp,
+                      size_t n);
+void gptc_be_gelu_bwd(const gptc_backend *be, const char *site, int l, gptc_gelu_kind f, float *dinp,
+                      const float *inp, const float *dout, size_t n);
+
+/* Dropout with probability p at (seed, stream) (kernels/dropout.h), in place on x (n); nothing (and no
+ * span) when p is 0. */
+void gptc_be_dropout_fwd(const gptc_backend *be, const char *site, int l, float *x, size_t n, float p, uint64_t seed,
+                         uint64_t stream);
+/* out (n) = the same mask applied to dout (n); returns out, or dout itself when p is 0 (nothing run) */
+const float *gptc_be_dropout_bwd(const gptc_backend *be, const char *site, int l, float *out, const float *dout,
+                                 size_t n, float p, uint64_t seed, uint64_t stream);
+
+/* bufs[i] (n[i]) = 0 for i < count, one span of category cat */
+void gptc_be_zero(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int count, float *const bufs[],
+                  const size_t n[]);
+
+/* Softmax cross-entropy over the first V of Vp columns (kernels.h): losses (N), probs (N,Vp) (may be logits) */
+void gptc_be_crossentropy_fwd(const gptc_backend *be, const char *site, float *losses, float *probs,
+                              const float *logits, const int *targets, int N, int V, int Vp);
+/* in place: logits (N,Vp) become dlogits, losses (N) */
+void gptc_be_crossentropy_fused(const gptc_backend *be, const char *site, float *losses, float *logits,
+                                const int *targets, float dloss, int N, int V, int Vp);
+/* dlogits (N,Vp) = (probs - onehot(target)) * dloss (OVERWRITES: zeroed, then the entry's +=) */
+void gptc_be_crossentropy_bwd(const gptc_backend *be, const char *site, float *dlogits, const float *probs,
+                              const int *targets, float dloss, int N, int V, int Vp);
+
+/* The optimizer's entries. AdamW on n floats (kernels.h adamw; no span: the optimizer spans its loop). */
+void gptc_be_adamw(const gptc_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                   float b2, float eps, float wd, float grad_scale, int t);
+/* sum of g[i]^2 over n floats (the global gradient norm's reduction), span "grad_norm" */
+double gptc_be_grad_sumsq(const gptc_backend *be, const float *g, size_t n);
+
+#endif

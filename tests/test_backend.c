@@ -1,0 +1,105 @@
+/* test_backend.c — the backend seam (src/backend/backend.h): every level's table has every entry (what a
+ * new backend must implement), each level's overlay sets its own flash and GELU-form entries (no other
+ * dispatch), GPTC_KERNELS=...,flash=LEVEL pins the four flash entries, the binding picks the
+ * precision's GEMM and flash entries, and the CPU memory is the counting allocator the planner checks. */
+#include "test.h"
+#include "backend/backend.h"
+#include "core/core.h"
+#include "kernels/gelu.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const k_levels[] = {"ref", "avx2", "avx512"};
+
+/* entry i of table k as a plain pointer */
+static void *entry(const gptc_kernels *k, size_t off) {
+    void *p;
+    memcpy(&p, (const char *)k + off, sizeof p);
+    return p;
+}
+
+TEST(backend_every_level_has_every_entry) {
+    for (int l = 0; l < 3; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        for (int i = 0; i < gptc_kernel_nops; i++)
+            CHECK_MSG(entry(k, gptc_kernel_ops[i].offset), "%s: %s is NULL", k_levels[l], gptc_kernel_ops[i].name);
+        CHECK(k->flash_scratch && k->flash_scratch_bf16);
+    }
+    /* gptc_kernel_ops lists every function pointer of the table (the ISA blocking, labels and the two
+     * scratch sizes are the others) */
+    CHECK_EQ_INT(gptc_kernel_nops + 6, (int)GPTC_KERNEL_SLOTS);
+}
+
+TEST(backend_each_level_sets_its_flash_and_gelu_forms) {
+    const gptc_kernels *r = gptc_kernels_ref(), *a2 = gptc_kernels_level("avx2"), *a5 = gptc_kernels_level("avx512");
+    CHECK(r->flash_fwd == gptc_flash_fwd_ref && r->flash_bwd_bf16 == gptc_flash_bwd_bf16_ref);
+    CHECK(r->gelu_erf_fwd == gptc_gelu_erf_fwd_ref && r->gelu_sigmoid_bwd == gptc_gelu_sigmoid_bwd_ref);
+    if (a2) {
+        CHECK(a2->flash_fwd == gptc_flash_fwd_avx2 && a2->flash_bwd == gptc_flash_bwd_avx2);
+        CHECK(a2->flash_fwd_bf16 == gptc_flash_fwd_bf16_ref); /* no AVX2 bf16 flash */
+        CHECK(a2->gelu_erf_fwd != r->gelu_erf_fwd && a2->gelu_sigmoid_bwd != r->gelu_sigmoid_bwd);
+    }
+    if (a5) {
+        bool bf = gptc_cpu()->avx512bf16;
+        CHECK(a5->flash_fwd == gptc_flash_fwd_avx512 && a5->flash_bwd == gptc_flash_bwd_avx512);
+        CHECK(a5->flash_fwd_bf16 == (bf ? gptc_flash_fwd_bf16_avx512 : gptc_flash_fwd_bf16_ref));
+        CHECK(a5->flash_bwd_bf16 == (bf ? gptc_flash_bwd_bf16_avx512 : gptc_flash_bwd_bf16_ref));
+        CHECK(a5->gelu_erf_bwd != a2->gelu_erf_bwd);
+    }
+    /* a form's entry is its own at every level */
+    const gptc_kernels *k = a5 ? a5 : a2 ? a2 : r;
+    CHECK(gptc_gelu_fwd_entry(k, GPTC_GELU_KIND_ERF) == k->gelu_erf_fwd);
+    CHECK(gptc_gelu_bwd_entry(k, GPTC_GELU_KIND_SIGMOID) == k->gelu_sigmoid_bwd);
+    CHECK(gptc_gelu_fwd_entry(k, GPTC_GELU_KIND_TANH) == k->gelu_fwd);
+}
+
+/* GPTC_KERNELS=ref,flash=LEVEL through `gptc info`: the four flash entries, and nothing else, at LEVEL */
+TEST(backend_kernels_env_pins_the_flash_entries) {
+    const char *best = gptc_kernels_level("avx512") ? "avx512" : gptc_kernels_level("avx2") ? "avx2" : NULL;
+    if (!best) {
+        printf("    no SIMD level on this CPU, skipped\n");
+        return;
+    }
+    char cmd[1024], want[64], *out = NULL;
+    snprintf(cmd, sizeof cmd, "GPTC_KERNELS=ref,flash=%s %s info", best, test_gptc_bin());
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    snprintf(want, sizeof want, " flash_fwd=%s flash_bwd=%s ", best, best);
+    CHECK_MSG(out && strstr(out, want) && strstr(out, " gemm=ref ") && strstr(out, " gelu_erf_fwd=ref "), "%s", out);
+    free(out);
+}
+
+TEST(backend_bind_picks_the_precision) {
+    const gptc_kernels *k = gptc_kernels_get();
+    gptc_backend be;
+    gptc_backend_bind(&be, gptc_backend_cpu_memory(), k, GPTC_PRECISION_FP32, true);
+    CHECK(be.gemm == k->gemm && be.flash_fwd == k->flash_fwd && be.flash_bwd == k->flash_bwd && !be.bf16 && be.fuse);
+    CHECK(be.gemm_slot == GPTC_KERNEL_SLOT(gemm) && be.flash_fwd_slot == GPTC_KERNEL_SLOT(flash_fwd));
+    gptc_backend_bind(&be, gptc_backend_cpu_memory(), k, GPTC_PRECISION_BF16, false);
+    CHECK(be.gemm == k->gemm_bf16 && be.flash_fwd == k->flash_fwd_bf16 && be.flash_bwd == k->flash_bwd_bf16 && be.bf16);
+    CHECK(be.flash_bwd_slot == GPTC_KERNEL_SLOT(flash_bwd_bf16) && !be.fuse);
+    CHECK(gptc_backend_default()->k == k && !gptc_backend_default()->bf16);
+}
+
+TEST(backend_cpu_memory_is_the_counted_allocator) {
+    const gptc_backend_memory *mem = gptc_backend_cpu_memory();
+    size_t live0, live1, live2;
+    gptc_alloc_stats(&live0, NULL);
+    float *d = mem->alloc(1000 * sizeof(float), "backend test");
+    CHECK(d && ((uintptr_t)d & 63) == 0);
+    if (!d) return;
+    gptc_alloc_stats(&live1, NULL);
+    CHECK_EQ_INT((long long)(live1 - live0), (long long)mem->block_bytes(1000 * sizeof(float)));
+    float h[1000], back[1000];
+    for (int i = 0; i < 1000; i++) h[i] = (float)i;
+    mem->memset(d, 0, sizeof h);
+    mem->copy_h2d(d + 10, h, 990 * sizeof(float));
+    mem->synchronize();
+    mem->copy_d2h(back, d, sizeof back);
+    CHECK(back[0] == 0 && back[9] == 0 && back[10] == 0 && back[999] == 989);
+    mem->free(d);
+    gptc_alloc_stats(&live2, NULL);
+    CHECK_EQ_INT((long long)live2, (long long)live0);
+}
