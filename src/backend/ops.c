@@ -46,6 +46,16 @@ void gptc_be_phase_end(const gptc_backend *be) {
     gptc_prof_end(0, 0);
 }
 
+void gptc_be_optim_begin(const gptc_backend *be, const char *name) {
+    (void)be;
+    gptc_prof_begin(GPTC_PROF_OPT, name, -1);
+}
+
+void gptc_be_optim_end(const gptc_backend *be, double flops, double bytes) {
+    (void)be;
+    gptc_prof_end(flops, bytes);
+}
+
 void gptc_be_encoder_fwd(const gptc_backend *be, const char *site, float *out, const int *inp, const float *wte,
                          const float *wpe, int B, int T, int C) {
     gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(encoder_fwd), site), -1);

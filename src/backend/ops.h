@@ -25,6 +25,10 @@ typedef struct gptc_linear_sites {
 /* A phase span (forward, backward, classifier, recompute): a name and a layer, no cost of its own. */
 void gptc_be_phase_begin(const gptc_backend *be, const char *name, int l);
 void gptc_be_phase_end(const gptc_backend *be);
+/* An optimizer's span around its loop over the tensors (category optimizer, no layer): the optimizer
+ * states its own cost, `flops` and `bytes` for the parameters it updated, at the end. */
+void gptc_be_optim_begin(const gptc_backend *be, const char *name);
+void gptc_be_optim_end(const gptc_backend *be, double flops, double bytes);
 
 /* out (B,T,C) = wte[inp] + wpe[t]; inp (B,T) */
 void gptc_be_encoder_fwd(const gptc_backend *be, const char *site, float *out, const int *inp, const float *wte,

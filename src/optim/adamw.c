@@ -1,13 +1,13 @@
 /* adamw.c — AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization") as an optimizer
  * kind (optimizer.h): two state buffers, the first moment "exp_avg" and the second "exp_avg_sq", over
  * the parameter arena or a range of it (ZeRO-1's shards). The update goes tensor by tensor so weight
- * decay touches only the tensors marked decay (2-D weights); the arithmetic is the kernel table's
+ * decay touches only the tensors marked decay (2-D weights); the arithmetic is the backend's
  * adamw entry. gptc_adamw_update / gptc_adamw_update_range (optim.h) are the same loop with the
  * hyper-parameters in a gptc_adamw. */
 #include "optim/optim.h"
 #include "optim/optimizer.h"
 #include "core/core.h"
-#include "core/profile.h"
+#include "backend/backend.h"
 
 #include <math.h>
 
@@ -16,20 +16,20 @@
  * tensor's weight decay (wd on decay tensors, 0 on the others); padding between tensors is skipped. */
 static void adamw_range(const gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi, float b1,
                         float b2, float eps, float wd, float lr, float grad_scale, int t) {
-    const gptc_kernels *k = model->k;
-    gptc_prof_begin(GPTC_PROF_OPT, "adamw", -1);
+    const gptc_backend *be = &model->be;
+    gptc_be_optim_begin(be, "adamw");
     size_t n = 0; /* parameters updated */
     for (int i = 0; i < model->ntensors; i++) {
         const gptc_tensor_desc *d = &model->tensors[i];
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
         if (a >= b) continue;
-        k->adamw(model->params + a, g + (a - lo), m + (a - lo), v + (a - lo), b - a, lr, b1, b2, eps,
-                 d->decay ? wd : 0.0f, grad_scale, t);
+        gptc_be_adamw(be, model->params + a, g + (a - lo), m + (a - lo), v + (a - lo), b - a, lr, b1, b2, eps,
+                      d->decay ? wd : 0.0f, grad_scale, t);
         n += b - a;
     }
     /* per parameter ~12 FLOPs (moments, bias corrections, sqrt, divide, decay, step); reads p, g, m,
      * v and writes p, m, v (7 floats of 4 bytes) */
-    gptc_prof_end(12.0 * n, 28.0 * n);
+    gptc_be_optim_end(be, 12.0 * n, 28.0 * n);
 }
 
 void gptc_adamw_update_range(gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi,

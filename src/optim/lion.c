@@ -12,10 +12,14 @@
  * makes every step as large as lr, Lion's lr is typically 3-10x smaller than AdamW's, with a weight
  * decay 3-10x larger so that lr*wd stays about the same. Elementwise and single-pass: each element is
  * computed by one thread from its own inputs, so the bits are the same for any thread count and any
- * cut of the arena into ranges (ZeRO-1). */
+ * cut of the arena into ranges (ZeRO-1).
+ *
+ * The elementwise kernel lives here, so that adding Lion is this file plus its registry line; it runs on
+ * host memory, which is what the CPU backend's memory is. A device backend needs it as a table entry
+ * (the way AdamW is the table's adamw entry) before --optimizer lion can run there. */
 #include "optim/optimizer.h"
 #include "core/core.h"
-#include "core/profile.h"
+#include "backend/backend.h"
 
 /* Below this many floats a tensor is updated on one thread (forking costs more than it saves). */
 #define LION_PAR_MIN 8192
@@ -49,7 +53,7 @@ static gptc_status lion_check(const gptc_train_options *o) {
 static void lion_update(const gptc_model *m, const gptc_train_options *o, const float *g, float *const *state,
                         size_t lo, size_t hi, float lr, float wd, float grad_scale, int t) {
     float *mom = state[0];
-    gptc_prof_begin(GPTC_PROF_OPT, "lion", -1);
+    gptc_be_optim_begin(&m->be, "lion");
     size_t n = 0; /* parameters updated */
     for (int i = 0; i < m->ntensors; i++) {
         const gptc_tensor_desc *d = &m->tensors[i];
@@ -61,7 +65,7 @@ static void lion_update(const gptc_model *m, const gptc_train_options *o, const 
     }
     /* per parameter 11 FLOPs (scale g; c: 2 mul, 1 add; sign; wd*p, add, *lr, subtract; m: 2 mul,
      * 1 add); reads p, g, m and writes p, m (5 floats of 4 bytes) */
-    gptc_prof_end(11.0 * n, 20.0 * n);
+    gptc_be_optim_end(&m->be, 11.0 * n, 20.0 * n);
 }
 
 const gptc_optimizer_kind gptc_optimizer_lion = {
