@@ -20,7 +20,7 @@ typedef struct plan_cli {
 
 #define F(field) offsetof(plan_cli, field)
 static const gptc_option g_plan_opts[] = {
-    {"model", OPT_STRING, F(model), "NAME", "model preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny, small-cpu, medium-cpu", 0, 0},
+    {"model", OPT_STRING, F(model), "NAME", "model preset", 0, 0},
     {"batch", OPT_INT, F(batch), "B", "sequences per micro-step", 1, 1 << 20},
     {"seq", OPT_INT, F(seq), "T", "tokens per sequence (0: the model's context)", 0, 1 << 20},
     {"dtype", OPT_STRING, F(dtype), "D", "fp32 or bf16", 0, 0},

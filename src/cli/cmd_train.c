@@ -9,6 +9,8 @@
 #include "io/io.h"
 #include "kernels/kernels.h"
 #include "kernels/plugin.h"
+#include "optim/optimizer.h"
+#include "train/hparams.h"
 #include "train/profile_report.h"
 #include "train/weights.h"
 
@@ -45,68 +47,33 @@ typedef struct train_cli {
 
 #define F(field) offsetof(train_cli, field)
 #define BIG 1e18
+#define OPT_TEXT OPT_STRING /* train/hparams.def's kinds as the parser's */
+/* The model's shape and the CLI-only options around the library's options (train/hparams.def). */
 static const gptc_option g_train_opts[] = {
-    {"model", OPT_STRING, F(model), "NAME", "model preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny, small-cpu, medium-cpu", 0, 0},
+    {"model", OPT_STRING, F(model), "NAME", "model preset", 0, 0},
     {"layers", OPT_INT, F(t.model.layers), "N", "transformer blocks (overrides the preset)", 1, 1000},
     {"heads", OPT_INT, F(t.model.heads), "N", "attention heads; must divide --channels", 1, 1000},
     {"channels", OPT_INT, F(t.model.channels), "N", "embedding width", 1, 65536},
     {"context", OPT_INT, F(t.model.context), "N", "positions the model can attend to", 1, 1 << 20},
     {"vocab", OPT_INT, F(t.model.vocab), "N", "vocabulary size (0: from the data's meta.json, else 50257)", 0, 65536},
     {"gelu", OPT_STRING, F(gelu), "FORM", "MLP activation: tanh (GPT-2's GELU), erf (exact GELU) or sigmoid (x sigmoid(1.702 x)); a resumed run must use its checkpoint's", 0, 0},
-    {"data", OPT_STRING, F(t.data), "PATH", "train shards: a .bin file, a glob, or a folder made by `gptc prepare`", 0, 0},
-    {"val-data", OPT_STRING, F(t.val_data), "PATH", "val shards (default: the val split of the --data folder)", 0, 0},
-    {"batch", OPT_INT, F(t.batch), "B", "sequences per micro-step", 1, 1 << 20},
-    {"total-batch", OPT_LONG, F(t.total_batch), "TOKENS", "tokens per update, a multiple of B*T (0: B*T, no accumulation)", 0, BIG},
-    {"seq", OPT_INT, F(t.seq), "T", "tokens per sequence, at most --context (default: the context)", 1, 1 << 20},
-    {"steps", OPT_INT, F(t.steps), "N", "optimizer updates in total (a resumed run continues up to N)", 1, 1e9},
-    {"lr", OPT_FLOAT, F(t.lr), "X", "peak learning rate", 1e-12, 10},
-    {"warmup", OPT_INT, F(t.warmup), "N", "linear warm-up steps", 0, 1e9},
-    {"lr-floor", OPT_FLOAT, F(t.lr_floor), "X", "cosine decay ends at lr * X", 0, 1},
-    {"weight-decay", OPT_FLOAT, F(t.weight_decay), "X", "AdamW decoupled weight decay (2-D weights only)", 0, 10},
-    {"beta1", OPT_FLOAT, F(t.beta1), "X", "AdamW beta1", 0, 0.999999},
-    {"beta2", OPT_FLOAT, F(t.beta2), "X", "AdamW beta2", 0, 0.999999},
-    {"eps", OPT_FLOAT, F(t.eps), "X", "AdamW epsilon", 1e-30, 1},
-    {"clip", OPT_FLOAT, F(t.clip), "X", "clip the global gradient norm to X (0: off)", 0, BIG},
-    {"seed", OPT_U64, F(t.seed), "N", "seed for initialisation and data order", 0, 0},
+#define HP(field, flag, kind, def, min, max, meta, key, ck, warn, help) \
+    {flag, OPT_##kind, F(t.field), meta, help, min, max},
+#include "train/hparams.def"
+#undef HP
     {"sequential", OPT_FLAG, F(sequential), "", "read windows in order instead of shuffling each epoch", 0, 0},
-    {"init", OPT_STRING, F(t.init), "PATH", "start from these weights instead of a random init: a gptc checkpoint, a Hugging Face GPT-2 folder (config.json + model.safetensors) or an llm.c .bin; the model's shape and --gelu come from them (a shape or --gelu flag that differs is refused); ignored when --ckpt resumes", 0, 0},
-    {"ckpt", OPT_STRING, F(t.ckpt_dir), "DIR", "checkpoint folder; resumes from its newest checkpoint", 0, 0},
-    {"ckpt-every", OPT_INT, F(t.ckpt_every), "N", "steps between checkpoints (0: only at the end)", 0, 1e9},
-    {"keep", OPT_INT, F(t.keep), "K", "checkpoints kept", 1, 1e6},
-    {"eval-every", OPT_INT, F(t.eval_every), "N", "steps between val-loss evaluations (0: first and last step only)", 0, 1e9},
-    {"eval-batches", OPT_INT, F(t.eval_batches), "N", "micro-batches per evaluation", 1, 1e6},
-    {"threads", OPT_INT, F(t.threads), "N", "OpenMP threads (0: all cores)", 0, 4096},
-    {"naive-attention", OPT_FLAG, F(t.naive_attention), "", "use the reference attention that stores the T x T scores (instead of flash)", 0, 0},
-    {"no-fusion", OPT_FLAG, F(t.no_fusion), "", "separate bias/residual/LayerNorm kernels and whole (B,T,V) logits (instead of fused, chunked)", 0, 0},
-    {"dtype", OPT_STRING, F(dtype), "D", "precision of the matrix products: fp32, or bf16 (bf16 operands, fp32 sums, fp32 master weights and AdamW)", 0, 0},
+    {"dtype", OPT_STRING, F(dtype), "D", "precision of the matrix products: fp32, or bf16 (bf16 operands, fp32 sums, fp32 master weights and optimizer)", 0, 0},
     {"recompute", OPT_STRING, F(recompute), "LEVEL", "activations the backward recomputes instead of keeping: none; gelu (the MLP's GELU); attn (also the attention); block (all but each block's input). Same results, less memory (see gptc plan)", 0, 0},
-    {"sample-every", OPT_INT, F(t.sample_every), "N", "print a sample, decoded with the data's tokenizer, every N steps (0: never)", 0, 1e9},
-    {"sample-tokens", OPT_INT, F(t.sample_tokens), "N", "tokens per sample in the log", 1, 1 << 20},
-    {"bucket-mb", OPT_FLOAT, F(t.bucket_mb), "X", "under mpirun: MB of gradients per allreduce bucket, started while the backward runs (0: one allreduce per tensor)", 0, 1e9},
-    {"zero", OPT_INT, F(t.zero), "0|1", "under mpirun: 1 splits the AdamW moments over the ranks (ZeRO-1: reduce-scatter, shard update, all-gather)", 0, 1},
-    {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
-    {"dropout", OPT_FLOAT, F(t.dropout), "P", "dropout on the embeddings and on each residual branch (attention and MLP outputs); off for evaluation and sampling", 0, 0.999},
-    {"attn-dropout", OPT_FLOAT, F(t.attn_dropout), "P", "dropout on the attention probabilities (flash attention)", 0, 0.999},
-    {"lr-schedule", OPT_STRING, F(t.lr_schedule), "SPEC", "learning rate by step, \"STEP:VALUE,...\" (linear between points; \"cos:\" first for cosine), replacing --lr/--warmup/--lr-floor", 0, 0},
-    {"dropout-schedule", OPT_STRING, F(t.dropout_schedule), "SPEC", "--dropout by step, e.g. \"0:0.0,10000:0.0,50000:0.1\" (held at 0 while the loss settles, then ramped)", 0, 0},
-    {"attn-dropout-schedule", OPT_STRING, F(t.attn_dropout_schedule), "SPEC", "--attn-dropout by step", 0, 0},
-    {"weight-decay-schedule", OPT_STRING, F(t.weight_decay_schedule), "SPEC", "--weight-decay by step", 0, 0},
-    {"bad-steps", OPT_INT, F(t.bad_steps), "K", "a bad step (loss or gradient norm not finite, or a spike with --skip-spikes) drops its update; K in a row are only skipped, the next acts as --on-bad says (0: the first acts)", 0, 1e9},
     {"on-bad", OPT_STRING, F(on_bad), "ACTION", "after more than --bad-steps bad steps in a row: rollback (to the newest checkpoint, the learning rate times --rollback-lr) or stop", 0, 0},
-    {"rollback-lr", OPT_FLOAT, F(t.rollback_lr), "X", "learning-rate factor applied at each rollback (kept in the checkpoints)", 1e-9, 1},
-    {"max-rollbacks", OPT_INT, F(t.max_rollbacks), "N", "rollbacks allowed; the next stops the run", 0, 1e9},
-    {"skip-spikes", OPT_FLAG, F(t.skip_spikes), "", "also skip a step whose loss or gradient norm z-score over the last --spike-window good steps exceeds --spike-z (a NaN z-score counts)", 0, 0},
-    {"spike-window", OPT_INT, F(t.spike_window), "N", "good steps the spike z-scores are measured over", 2, 1e6},
-    {"spike-z", OPT_FLOAT, F(t.spike_z), "Z", "z-score above which a loss or gradient norm is a spike", 1e-6, 1e6},
+    {"profile-steps", OPT_STRING, F(profile_steps), "A:B", "with --profile: record only steps A to B (1-based, inclusive; B 0 or empty: to the end), so a long run keeps a window of spans in memory", 0, 0},
+    {"log-every", OPT_INT, F(log_every), "N", "print a line every N steps when not on a terminal", 1, 1e9},
     {"comm-timeout", OPT_FLOAT, F(comm_timeout), "S", "under mpirun: a rank that waits more than S seconds for the others in one exchange ends the job, naming it (0: wait forever); must exceed rank 0's longest checkpoint write", 0, 1e9},
     {"log-losses", OPT_STRING, F(log_losses), "FILE", "write each step's \"step loss grad_norm lr\" to FILE (full precision, one line a step)", 0, 0},
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
-    {"profile", OPT_STRING, F(t.profile), "FILE", "write a Chrome trace-event timeline of every operator (open it in Perfetto or chrome://tracing) to FILE.json and print a per-operator table at the end", 0, 0},
-    {"profile-steps", OPT_STRING, F(profile_steps), "A:B", "with --profile: record only steps A to B (1-based, inclusive; B 0 or empty: to the end), so a long run keeps a window of spans in memory", 0, 0},
-    {"op-plugin", OPT_LIST, F(t.op_plugins), "LIB.so", "custom operators from a shared library built against include/gptc_op_plugin.h (repeat the flag or separate with ','; GPTC_OP_PLUGINS adds ':'-separated ones); each operator the run calls is checked against the reference at the run's shapes before the first step, and the run refuses a plugin that disagrees", 0, 0},
     {"log", OPT_STRING, F(log), "FILE", "append the run as JSON lines to FILE: a start record, then one per step (default with --ckpt: DIR/log.jsonl)", 0, 0},
     {"pin", OPT_FLAG, F(pin), "", "bind each OpenMP thread to its own core (one per physical core first)", 0, 0},
 };
+#undef OPT_TEXT
 #undef F
 
 const gptc_command_spec gptc_cmd_train_spec = {
@@ -165,8 +132,10 @@ static const char *signal_name(int sig) {
 }
 
 void gptc_cli_error(void) {
+    char msg[2048];
+    gptc_cli_flag_names(gptc_last_error(), msg, sizeof msg);
     gptc_log_rank_prefix(stderr);
-    fprintf(stderr, "gptc: %s\n", gptc_last_error());
+    fprintf(stderr, "gptc: %s\n", msg);
 }
 
 typedef struct progress {
@@ -475,7 +444,11 @@ static int train_failed(const progress *p, int code) {
     if (p->tty && p->started) printf("\n");
     fflush(stdout);
     if (gptc_dist_world() == 1) gptc_cli_error();
-    else if (gptc_dist_rank() == 0) fprintf(stderr, "[rank %d] gptc: %s\n", gptc_dist_failed_rank(), gptc_last_error());
+    else if (gptc_dist_rank() == 0) {
+        char msg[2048];
+        gptc_cli_flag_names(gptc_last_error(), msg, sizeof msg);
+        fprintf(stderr, "[rank %d] gptc: %s\n", gptc_dist_failed_rank(), msg);
+    }
     return code;
 }
 

@@ -1,5 +1,7 @@
 /* main.c — `gptc <subcommand>`: dispatch to the subcommands. Only the CLI exits the process. */
 #include "cli/commands.h"
+#include "cli/options.h"
+#include "core/core.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +26,7 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    gptc_log_set_rewrite(gptc_cli_flag_names); /* library warnings name options; the user sees flags */
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return gptc_cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "plan") == 0) return gptc_cmd_plan(argc - 2, argv + 2);

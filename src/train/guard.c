@@ -11,8 +11,8 @@ gptc_status gptc_guard_init(gptc_guard *g, bool spikes, int window, float z) {
     g->z = z;
     g->z_loss = g->z_norm = NAN;
     if (!spikes) return GPTC_OK;
-    if (window < 2) return gptc_fail(GPTC_ERR_ARG, "--spike-window %d: must be at least 2", window);
-    if (!(z > 0) || !isfinite(z)) return gptc_fail(GPTC_ERR_ARG, "--spike-z %g: must be a positive number", z);
+    if (window < 2) return gptc_fail(GPTC_ERR_ARG, "'spike_window' %d: must be at least 2", window);
+    if (!(z > 0) || !isfinite(z)) return gptc_fail(GPTC_ERR_ARG, "'spike_z' %g: must be a positive number", z);
     g->window = window;
     g->loss = calloc((size_t)window, sizeof(float));
     g->norm = calloc((size_t)window, sizeof(float));

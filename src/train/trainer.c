@@ -16,6 +16,8 @@
 #include "io/io.h"
 #include "optim/optim.h"
 #include "optim/hparam.h"
+#include "optim/optimizer.h"
+#include "train/hparams.h"
 #include "train/checkpoint.h"
 #include "train/guard.h"
 #include "train/weights.h"
@@ -32,32 +34,9 @@
 void gptc_train_options_default(gptc_train_options *o) {
     memset(o, 0, sizeof *o);
     gptc_model_preset("small-cpu", &o->model);
-    o->batch = 16;
-    o->seq = 128;
-    o->steps = 2400;
-    o->lr = 2e-3f;
-    o->warmup = 100;
-    o->lr_floor = 0.1f;
-    o->weight_decay = 0.1f;
-    o->beta1 = 0.9f;
-    o->beta2 = 0.95f;
-    o->eps = 1e-8f;
-    o->clip = 1.0f;
-    o->seed = 1337;
+    gptc_hp_defaults(o); /* train/hparams.def */
     o->shuffle = 1;
-    o->ckpt_every = 400;
-    o->keep = 2;
-    o->eval_every = 400;
-    o->eval_batches = 8;
-    o->sample_every = 0;
-    o->sample_tokens = 64;
-    o->bucket_mb = 25;
-    o->bad_steps = 3;
     o->on_bad = GPTC_ON_BAD_ROLLBACK;
-    o->rollback_lr = 0.5f;
-    o->max_rollbacks = 3;
-    o->spike_window = 100;
-    o->spike_z = 6;
 }
 
 /* A fault the tests inject (docs/faults.md): on rank `rank`, steps from..to (1-based), on the first
@@ -71,14 +50,15 @@ typedef struct fault {
 typedef struct trainer {
     const gptc_train_options *o;
     gptc_model model;
-    float *mom, *vel;      /* AdamW moments of arena floats [lo, hi) */
+    const gptc_optimizer_kind *opt; /* optim/optimizer.h */
+    float *ostate[GPTC_OPTIM_MAX_STATES]; /* its state buffers, each of arena floats [lo, hi) */
     int rank, world;
     size_t lo, hi;         /* the floats this rank updates: all, or with ZeRO-1 its shard */
     size_t *bounds;        /* [world+1] ZeRO-1 shard bounds (NULL without ZeRO-1) */
     float *gshard;         /* ZeRO-1 on many ranks: this rank's reduced gradient shard (hi-lo) */
     size_t *starts;        /* [ntensors] the tensors' offsets, for planning buckets */
     gptc_reducer red;      /* the gradient exchange (many ranks only) */
-    size_t optim_bytes;    /* what allocating the moments added to gptc_alloc's live bytes */
+    size_t optim_bytes;    /* what allocating the state buffers added to gptc_alloc's live bytes */
     bool use_red;
     fault nonfinite;       /* GPTC_FAULT_NONFINITE: steps whose gradient this rank poisons */
     fault spike;           /* GPTC_FAULT_SPIKE: steps whose gradient this rank scales by 1000 */
@@ -92,67 +72,47 @@ typedef struct trainer {
     char *sample;          /* the last sample's text */
     gptc_trainer_state state;
     gptc_lr_schedule sched;
-    gptc_adamw adamw;
     /* --*-schedule (n 0: none) and the callbacks' overrides (NaN: none) */
     gptc_hparam_schedule lr_sched, drop_sched, attn_drop_sched, wd_sched;
     gptc_train_control ctl;
     gptc_op_plugins *plugins; /* --op-plugin: the table with their operators (NULL: none) */
 } trainer;
 
+/* The ranges of train/hparams.def, then what no single range says. Options are named by their field,
+ * in single quotes (train/hparams.h). */
 static gptc_status check_options(const gptc_train_options *o, int world) {
-    if (o->batch < 1) return gptc_fail(GPTC_ERR_ARG, "--batch %d: must be at least 1", o->batch);
-    if (o->seq < 1) return gptc_fail(GPTC_ERR_ARG, "--seq %d: must be at least 1", o->seq);
+    gptc_status st;
+    if ((st = gptc_hp_check(o))) return st;
+    const gptc_optimizer_kind *opt = gptc_optimizer_find(o->optimizer);
+    if (!opt)
+        return gptc_fail(GPTC_ERR_ARG, "'optimizer' %s: unknown (expected one of %s)", o->optimizer ? o->optimizer : "(null)",
+                         gptc_optimizer_names());
+    if ((st = opt->check(o))) return st;
     if (o->seq > o->model.context)
-        return gptc_fail(GPTC_ERR_ARG, "--seq %d: longer than the model's context %d; use --seq <= %d or a larger --context",
+        return gptc_fail(GPTC_ERR_ARG, "'seq' %d: longer than the model's context %d; use 'seq' <= %d or a larger 'model.context'",
                          o->seq, o->model.context, o->model.context);
-    if (o->steps < 1) return gptc_fail(GPTC_ERR_ARG, "--steps %d: must be at least 1", o->steps);
     if ((double)o->batch * o->seq * world > 1e15)
-        return gptc_fail(GPTC_ERR_ARG, "--batch %d --seq %d: %.3g tokens per micro-step over %d ranks is beyond any "
-                         "machine; use a smaller --batch or --seq", o->batch, o->seq, (double)o->batch * o->seq * world, world);
+        return gptc_fail(GPTC_ERR_ARG, "'batch' %d 'seq' %d: %.3g tokens per micro-step over %d ranks is beyond any "
+                         "machine; use a smaller 'batch' or 'seq'", o->batch, o->seq, (double)o->batch * o->seq * world, world);
     long bt = (long)o->batch * o->seq * world;
-    if (o->total_batch < 0 || (o->total_batch && o->total_batch % bt))
-        return gptc_fail(GPTC_ERR_ARG, "--total-batch %ld: must be a positive multiple of --batch x --seq x ranks = %ld",
+    if (o->total_batch % bt)
+        return gptc_fail(GPTC_ERR_ARG, "'total_batch' %ld: must be a positive multiple of 'batch' x 'seq' x ranks = %ld",
                          o->total_batch, bt);
     if (o->total_batch / bt > INT_MAX)
-        return gptc_fail(GPTC_ERR_ARG, "--total-batch %ld: would take %ld micro-steps of --batch x --seq x ranks = %ld "
-                         "tokens per update, more than %d; use a smaller --total-batch", o->total_batch,
+        return gptc_fail(GPTC_ERR_ARG, "'total_batch' %ld: would take %ld micro-steps of 'batch' x 'seq' x ranks = %ld "
+                         "tokens per update, more than %d; use a smaller 'total_batch'", o->total_batch,
                          o->total_batch / bt, bt, INT_MAX);
-    if (!(o->bucket_mb >= 0) || !isfinite(o->bucket_mb))
-        return gptc_fail(GPTC_ERR_ARG, "--bucket-mb %g: must be 0 (one exchange per tensor) or more", o->bucket_mb);
-    if (o->zero != 0 && o->zero != 1) return gptc_fail(GPTC_ERR_ARG, "--zero %d: must be 0 or 1", o->zero);
-    if (!(o->lr > 0) || !isfinite(o->lr)) return gptc_fail(GPTC_ERR_ARG, "--lr %g: must be a positive number", o->lr);
-    if (o->warmup < 0) return gptc_fail(GPTC_ERR_ARG, "--warmup %d: must be 0 or more", o->warmup);
-    if (!(o->lr_floor >= 0 && o->lr_floor <= 1)) return gptc_fail(GPTC_ERR_ARG, "--lr-floor %g: must be in [0, 1]", o->lr_floor);
-    if (!(o->weight_decay >= 0)) return gptc_fail(GPTC_ERR_ARG, "--weight-decay %g: must be 0 or more", o->weight_decay);
-    if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
-        return gptc_fail(GPTC_ERR_ARG, "--beta1/--beta2: must be in [0, 1)");
-    if (!(o->eps > 0)) return gptc_fail(GPTC_ERR_ARG, "--eps %g: must be positive", o->eps);
-    if (o->bad_steps < 0) return gptc_fail(GPTC_ERR_ARG, "--bad-steps %d: must be 0 (the first bad step acts) or more", o->bad_steps);
     if (o->on_bad != GPTC_ON_BAD_ROLLBACK && o->on_bad != GPTC_ON_BAD_STOP)
-        return gptc_fail(GPTC_ERR_ARG, "--on-bad %d: must be rollback or stop", (int)o->on_bad);
-    if (!(o->rollback_lr > 0 && o->rollback_lr <= 1))
-        return gptc_fail(GPTC_ERR_ARG, "--rollback-lr %g: must be in (0, 1]", o->rollback_lr);
-    if (o->max_rollbacks < 0) return gptc_fail(GPTC_ERR_ARG, "--max-rollbacks %d: must be 0 or more", o->max_rollbacks);
-    if (!(o->dropout >= 0 && o->dropout < 1)) return gptc_fail(GPTC_ERR_ARG, "--dropout %g: must be in [0, 1)", o->dropout);
-    if (!(o->attn_dropout >= 0 && o->attn_dropout < 1))
-        return gptc_fail(GPTC_ERR_ARG, "--attn-dropout %g: must be in [0, 1)", o->attn_dropout);
+        return gptc_fail(GPTC_ERR_ARG, "'on_bad' %d: must be rollback or stop", (int)o->on_bad);
     if (o->naive_attention && (o->attn_dropout > 0 || (o->attn_dropout_schedule && *o->attn_dropout_schedule)))
-        return gptc_fail(GPTC_ERR_ARG, "--attn-dropout: only the flash attention drops attention probabilities; drop "
-                         "--naive-attention");
-    if (!(o->clip >= 0)) return gptc_fail(GPTC_ERR_ARG, "--clip %g: must be 0 (off) or positive", o->clip);
-    if (o->keep < 1) return gptc_fail(GPTC_ERR_ARG, "--keep %d: must be at least 1", o->keep);
-    if (o->ckpt_every < 0) return gptc_fail(GPTC_ERR_ARG, "--ckpt-every %d: must be 0 or more", o->ckpt_every);
-    if (o->eval_every < 0) return gptc_fail(GPTC_ERR_ARG, "--eval-every %d: must be 0 or more", o->eval_every);
-    if (o->eval_batches < 1) return gptc_fail(GPTC_ERR_ARG, "--eval-batches %d: must be at least 1", o->eval_batches);
-    if (o->threads < 0) return gptc_fail(GPTC_ERR_ARG, "--threads %d: must be 0 (all cores) or more", o->threads);
-    if (o->sample_every < 0) return gptc_fail(GPTC_ERR_ARG, "--sample-every %d: must be 0 (off) or more", o->sample_every);
-    if (o->sample_tokens < 1) return gptc_fail(GPTC_ERR_ARG, "--sample-tokens %d: must be at least 1", o->sample_tokens);
-    if (!o->data || !*o->data) return gptc_fail(GPTC_ERR_ARG, "--data: missing; give a shard, a glob or a folder made by `gptc prepare`");
-    if (o->ckpt_dir && strlen(o->ckpt_dir) > 3000) return gptc_fail(GPTC_ERR_ARG, "--ckpt: path too long");
+        return gptc_fail(GPTC_ERR_ARG, "'attn_dropout': only the flash attention drops attention probabilities; drop "
+                         "'naive_attention'");
+    if (!o->data || !*o->data) return gptc_fail(GPTC_ERR_ARG, "'data': missing; give a shard, a glob or a folder made by `gptc prepare`");
+    if (o->ckpt_dir && strlen(o->ckpt_dir) > 3000) return gptc_fail(GPTC_ERR_ARG, "'ckpt_dir': path too long");
     if (o->ckpt_dir && gptc_is_file(o->ckpt_dir))
-        return gptc_fail(GPTC_ERR_ARG, "--ckpt %s: is a file; give a folder (it is created if missing)", o->ckpt_dir);
+        return gptc_fail(GPTC_ERR_ARG, "'ckpt_dir' %s: is a file; give a folder (it is created if missing)", o->ckpt_dir);
     if (o->profile_from < 0 || o->profile_to < 0 || (o->profile_to && o->profile_to < o->profile_from))
-        return gptc_fail(GPTC_ERR_ARG, "--profile-steps %d:%d: give FROM:TO with 1 <= FROM <= TO (0: open end)",
+        return gptc_fail(GPTC_ERR_ARG, "'profile_from' %d 'profile_to' %d: give 1 <= from <= to (0: open end)",
                          o->profile_from, o->profile_to);
     if (o->profile && gptc_dist_rank() == 0) return gptc_prof_check_path(o->profile); /* rank 0 writes it */
     return GPTC_OK;
@@ -167,7 +127,7 @@ static gptc_status check_data_tokenizer(const char *flag, const char *spec, cons
     if (st) return gptc_fail_prefix(st, "%s", flag);
     if (found && meta.vocab != m->vocab)
         return gptc_fail(GPTC_ERR_ARG,
-                         "%s %s: tokenized with %s (vocab %d) but the model's vocab is %d; use --vocab %d, or "
+                         "%s %s: tokenized with %s (vocab %d) but the model's vocab is %d; use 'model.vocab' %d, or "
                          "prepare the data with the model's tokenizer",
                          flag, spec, meta.tokenizer, meta.vocab, m->vocab, meta.vocab);
     return GPTC_OK;
@@ -187,54 +147,9 @@ static gptc_status open_loader(gptc_loader *l, const char *spec, bool want_val, 
 
 /* The settings a checkpoint records about the run that wrote it. */
 static void state_from_options(gptc_trainer_state *s, const gptc_train_options *o, long tokens_per_update) {
-    s->seed = o->seed;
-    s->lr = o->lr;
-    s->lr_floor = o->lr_floor;
-    s->warmup = o->warmup;
-    s->steps = o->steps;
-    s->weight_decay = o->weight_decay;
-    s->beta1 = o->beta1;
-    s->beta2 = o->beta2;
-    s->eps = o->eps;
-    s->clip = o->clip;
-    s->batch = o->batch;
-    s->seq = o->seq;
-    s->total_batch = tokens_per_update;
-    s->dropout = o->dropout;
-    s->attn_dropout = o->attn_dropout;
-    snprintf(s->lr_schedule, sizeof s->lr_schedule, "%s", o->lr_schedule ? o->lr_schedule : "");
-    snprintf(s->dropout_schedule, sizeof s->dropout_schedule, "%s", o->dropout_schedule ? o->dropout_schedule : "");
-    snprintf(s->attn_dropout_schedule, sizeof s->attn_dropout_schedule, "%s",
-             o->attn_dropout_schedule ? o->attn_dropout_schedule : "");
-    snprintf(s->weight_decay_schedule, sizeof s->weight_decay_schedule, "%s",
-             o->weight_decay_schedule ? o->weight_decay_schedule : "");
+    gptc_hp_capture(&s->hp, o);
+    s->hp.i[GPTC_HP_total_batch] = tokens_per_update;
     s->ov_lr = s->ov_dropout = s->ov_attn_dropout = s->ov_weight_decay = NAN;
-}
-
-/* On resume, names every setting this run changes from the one the checkpoint was trained with:
- * allowed (to train further, or to change the schedule on purpose), but never silent. */
-static void warn_changes(const char *ckpt, const gptc_trainer_state *was, const gptc_trainer_state *now) {
-    struct { const char *flag; double a, b; } f[] = {
-        {"--lr", was->lr, now->lr}, {"--lr-floor", was->lr_floor, now->lr_floor},
-        {"--warmup", was->warmup, now->warmup}, {"--steps", was->steps, now->steps},
-        {"--weight-decay", was->weight_decay, now->weight_decay}, {"--beta1", was->beta1, now->beta1},
-        {"--beta2", was->beta2, now->beta2}, {"--eps", was->eps, now->eps}, {"--clip", was->clip, now->clip},
-        {"--batch", was->batch, now->batch}, {"--seq", was->seq, now->seq},
-        {"--total-batch", (double)was->total_batch, (double)now->total_batch}, {"--seed", (double)was->seed, (double)now->seed},
-    };
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        if (f[i].a != f[i].b)
-            gptc_warn("resuming %s with %s %g (it was trained with %g)", ckpt, f[i].flag, f[i].b, f[i].a);
-    struct { const char *flag; const char *a, *b; } g[] = {
-        {"--lr-schedule", was->lr_schedule, now->lr_schedule}, {"--dropout-schedule", was->dropout_schedule, now->dropout_schedule},
-        {"--attn-dropout-schedule", was->attn_dropout_schedule, now->attn_dropout_schedule},
-        {"--weight-decay-schedule", was->weight_decay_schedule, now->weight_decay_schedule}};
-    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
-        if (strcmp(g[i].a, g[i].b) != 0)
-            gptc_warn("resuming %s with %s \"%s\" (it was trained with \"%s\")", ckpt, g[i].flag, g[i].b, g[i].a);
-    if (was->dropout != now->dropout || was->attn_dropout != now->attn_dropout)
-        gptc_warn("resuming %s with --dropout %g --attn-dropout %g (it was trained with %g, %g)", ckpt, now->dropout,
-                  now->attn_dropout, was->dropout, was->attn_dropout);
 }
 
 static float evaluate(trainer *t) {
@@ -263,16 +178,18 @@ static float evaluate(trainer *t) {
 static gptc_status save(trainer *t, char *written, size_t cap) {
     gptc_status st = GPTC_OK;
     gptc_prof_begin(GPTC_PROF_PHASE, "checkpoint", -1);
-    float *mom = t->mom, *vel = t->vel, *whole = NULL;
+    const float *state[GPTC_OPTIM_MAX_STATES];
+    float *whole = NULL;
     size_t n = t->model.num_floats;
+    int ns = t->opt->nstates;
+    for (int b = 0; b < ns; b++) state[b] = t->ostate[b];
     if (t->gshard) {
-        if (t->rank == 0 && !(whole = gptc_alloc(2 * n * sizeof(float), "checkpoint moments"))) st = GPTC_ERR_NOMEM;
+        if (t->rank == 0 && !(whole = gptc_alloc(ns * n * sizeof(float), "checkpoint optimizer state"))) st = GPTC_ERR_NOMEM;
         if ((st = gptc_dist_agree(st))) goto done;
-        if ((st = gptc_dist_gather_shards(t->mom, whole, t->bounds, 0)) ||
-            (st = gptc_dist_gather_shards(t->vel, whole ? whole + n : NULL, t->bounds, 0)))
-            goto done;
-        mom = whole;
-        vel = whole ? whole + n : NULL;
+        for (int b = 0; b < ns; b++) {
+            if ((st = gptc_dist_gather_shards(t->ostate[b], whole ? whole + b * n : NULL, t->bounds, 0))) goto done;
+            state[b] = whole ? whole + b * n : NULL;
+        }
     }
     if (t->rank == 0) {
         gptc_loader_pos pos = gptc_loader_tell(&t->train);
@@ -285,7 +202,7 @@ static gptc_status save(trainer *t, char *written, size_t cap) {
         t->state.guard = t->guard_buf;
         t->state.guard_len = gptc_guard_packed_len(&t->guard);
         gptc_guard_pack(&t->guard, t->guard_buf);
-        st = gptc_ckpt_save(t->o->ckpt_dir, &t->model, mom, vel, &t->state, t->o->keep, written, cap);
+        st = gptc_ckpt_save(t->o->ckpt_dir, &t->model, t->opt, state, &t->state, t->o->keep, written, cap);
     }
 done:
     gptc_free(whole);
@@ -378,8 +295,7 @@ static void trainer_free(trainer *t) {
     free(t->guard_buf);
     gptc_model_free(&t->model);
     gptc_op_plugins_free(t->plugins);
-    gptc_free(t->mom);
-    gptc_free(t->vel);
+    for (int b = 0; b < GPTC_OPTIM_MAX_STATES; b++) gptc_free(t->ostate[b]);
     gptc_loader_close(&t->train);
     gptc_loader_close(&t->val);
     gptc_free(t->inputs);
@@ -391,7 +307,7 @@ static void trainer_free(trainer *t) {
  * the checkpoint's recorded state. */
 static gptc_status load_position(trainer *t, const char *dir, gptc_trainer_state *saved) {
     *saved = (gptc_trainer_state){.guard = t->guard_buf, .guard_len = gptc_guard_packed_len(&t->guard)};
-    gptc_status st = gptc_ckpt_load_range(dir, &t->model, t->mom, t->vel, t->lo, t->hi, saved);
+    gptc_status st = gptc_ckpt_load_range(dir, &t->model, t->opt, t->ostate, t->lo, t->hi, saved);
     if (st) return st;
     t->state.step = saved->step;
     t->state.rng = saved->rng;
@@ -416,7 +332,7 @@ static gptc_status load_position(trainer *t, const char *dir, gptc_trainer_state
         t->guard.count = t->guard.head = 0;
     }
     gptc_loader_pos pos = {t->state.loader_epoch, t->state.loader_cursor};
-    if ((st = gptc_loader_seek(&t->train, pos))) return gptc_fail_prefix(st, "--ckpt %s", dir);
+    if ((st = gptc_loader_seek(&t->train, pos))) return gptc_fail_prefix(st, "'ckpt_dir' %s", dir);
     return GPTC_OK;
 }
 
@@ -428,15 +344,15 @@ static gptc_status roll_back(trainer *t, const char *why, char *where, size_t ca
     bool found = false;
     int at = t->state.step;
     if (t->state.rollbacks >= o->max_rollbacks)
-        st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: %d bad steps in a row (last: %s) after %d rollback%s (--max-rollbacks %d); "
-                       "lower --lr, check the data, or raise --bad-steps", at, t->state.bad_run, why, t->state.rollbacks,
+        st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: %d bad steps in a row (last: %s) after %d rollback%s ('max_rollbacks' %d); "
+                       "lower 'lr', check the data, or raise 'bad_steps'", at, t->state.bad_run, why, t->state.rollbacks,
                        t->state.rollbacks == 1 ? "" : "s", o->max_rollbacks);
     else if (o->ckpt_dir && (st = gptc_ckpt_find(o->ckpt_dir, where, cap, &found)) == GPTC_OK && !found)
-        st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: %d bad steps in a row (last: %s) and no checkpoint in --ckpt %s to roll "
-                       "back to yet; lower --lr or check the data", at, t->state.bad_run, why, o->ckpt_dir);
+        st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: %d bad steps in a row (last: %s) and no checkpoint in 'ckpt_dir' %s to roll "
+                       "back to yet; lower 'lr' or check the data", at, t->state.bad_run, why, o->ckpt_dir);
     else if (!o->ckpt_dir)
-        st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: %d bad steps in a row (last: %s) and no --ckpt folder to roll back to; "
-                       "lower --lr, check the data, or give --ckpt", at, t->state.bad_run, why);
+        st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: %d bad steps in a row (last: %s) and no 'ckpt_dir' folder to roll back to; "
+                       "lower 'lr', check the data, or give 'ckpt_dir'", at, t->state.bad_run, why);
     if ((st = gptc_dist_agree(st))) return st;
     int rollbacks = t->state.rollbacks;
     float scale = t->state.lr_scale;
@@ -459,38 +375,38 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
     gptc_status st;
     gptc_data_meta meta = {0};
     bool has_meta = false;
-    if (o.data && (st = gptc_data_meta_read(o.data, &meta, &has_meta))) return gptc_fail_prefix(st, "--data");
+    if (o.data && (st = gptc_data_meta_read(o.data, &meta, &has_meta))) return gptc_fail_prefix(st, "'data'");
     if (o.model.vocab == 0) o.model.vocab = op->model.vocab = has_meta ? meta.vocab : 50257;
     if ((st = gptc_model_config_check(&o.model)) || (st = check_options(&o, t->world))) return st;
+    t->opt = gptc_optimizer_find(o.optimizer);
     /* --init: weights in any format gptc reads; their config is the model's (the CLI sets it from them) */
     gptc_weights_info init;
     if (o.init) {
-        if ((st = gptc_weights_find(o.init, &init))) return gptc_fail_prefix(st, "--init");
+        if ((st = gptc_weights_find(o.init, &init))) return gptc_fail_prefix(st, "'init'");
         if (memcmp(&init.cfg, &o.model, sizeof init.cfg) != 0)
             return gptc_fail(GPTC_ERR_STATE,
-                             "--init %s: holds a model with layers=%d heads=%d channels=%d context=%d vocab=%d gelu=%s, "
+                             "'init' %s: holds a model with layers=%d heads=%d channels=%d context=%d vocab=%d gelu=%s, "
                              "but this run asks for layers=%d heads=%d channels=%d context=%d vocab=%d gelu=%s; drop "
-                             "the shape flags (the weights set them)",
+                             "the shape options (the weights set them)",
                              o.init, init.cfg.layers, init.cfg.heads, init.cfg.channels, init.cfg.context, init.cfg.vocab,
                              gptc_gelu_name(init.cfg.gelu), o.model.layers, o.model.heads, o.model.channels,
                              o.model.context, o.model.vocab, gptc_gelu_name(o.model.gelu));
         if (has_meta && init.tokenizer[0] && meta.tokenizer[0] && strcmp(init.tokenizer, meta.tokenizer) != 0)
-            return gptc_fail(GPTC_ERR_STATE, "--init %s: weights for %s tokens but --data %s holds %s tokens; prepare "
-                             "the data with --tokenizer %s",
-                             o.init, init.tokenizer, o.data, meta.tokenizer, init.tokenizer);
+            return gptc_fail(GPTC_ERR_STATE, "'init' %s: weights for %s tokens but 'data' %s holds %s tokens; prepare "
+                             "the data with the %s tokenizer", o.init, init.tokenizer, o.data, meta.tokenizer, init.tokenizer);
     }
-    if ((st = check_data_tokenizer("--data", o.data, &o.model)) ||
-        (o.val_data && (st = check_data_tokenizer("--val-data", o.val_data, &o.model))))
+    if ((st = check_data_tokenizer("'data'", o.data, &o.model)) ||
+        (o.val_data && (st = check_data_tokenizer("'val_data'", o.val_data, &o.model))))
         return st;
     t->accum = o.total_batch ? (int)(o.total_batch / ((long)o.batch * o.seq * t->world)) : 1;
     snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", has_meta ? meta.tokenizer : "");
     state_from_options(&t->state, &o, (long)t->accum * o.batch * o.seq * t->world);
     t->state.lr_scale = 1;
     t->ctl = (gptc_train_control){.lr = NAN, .dropout = NAN, .attn_dropout = NAN, .weight_decay = NAN};
-    if ((st = gptc_hparam_parse(&t->lr_sched, o.lr_schedule, "--lr-schedule", 0, 10)) ||
-        (st = gptc_hparam_parse(&t->drop_sched, o.dropout_schedule, "--dropout-schedule", 0, 0.999)) ||
-        (st = gptc_hparam_parse(&t->attn_drop_sched, o.attn_dropout_schedule, "--attn-dropout-schedule", 0, 0.999)) ||
-        (st = gptc_hparam_parse(&t->wd_sched, o.weight_decay_schedule, "--weight-decay-schedule", 0, 10)))
+    if ((st = gptc_hparam_parse(&t->lr_sched, o.lr_schedule, "'lr_schedule'", 0, 10)) ||
+        (st = gptc_hparam_parse(&t->drop_sched, o.dropout_schedule, "'dropout_schedule'", 0, 0.999)) ||
+        (st = gptc_hparam_parse(&t->attn_drop_sched, o.attn_dropout_schedule, "'attn_dropout_schedule'", 0, 0.999)) ||
+        (st = gptc_hparam_parse(&t->wd_sched, o.weight_decay_schedule, "'weight_decay_schedule'", 0, 10)))
         return st;
     if ((st = gptc_guard_init(&t->guard, o.skip_spikes, o.spike_window, o.spike_z))) return st;
     if (!(t->guard_buf = malloc(sizeof(float) * gptc_guard_packed_len(&t->guard))))
@@ -501,28 +417,28 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
 
     char resume[4096];
     bool resuming = false;
-    if (o.ckpt_dir && (st = gptc_ckpt_find(o.ckpt_dir, resume, sizeof resume, &resuming))) return gptc_fail_prefix(st, "--ckpt");
+    if (o.ckpt_dir && (st = gptc_ckpt_find(o.ckpt_dir, resume, sizeof resume, &resuming))) return gptc_fail_prefix(st, "'ckpt_dir'");
     if (resuming) {
         gptc_model_config saved;
         char saved_tok[32];
-        if ((st = gptc_ckpt_read_config(resume, &saved, saved_tok, sizeof saved_tok))) return gptc_fail_prefix(st, "--ckpt");
+        if ((st = gptc_ckpt_read_config(resume, &saved, saved_tok, sizeof saved_tok))) return gptc_fail_prefix(st, "'ckpt_dir'");
         if (has_meta && saved_tok[0] && strcmp(saved_tok, meta.tokenizer) != 0)
-            return gptc_fail(GPTC_ERR_STATE, "--ckpt %s: was trained on %s tokens but --data %s holds %s tokens; "
-                             "prepare the data with --tokenizer %s or use another --ckpt folder",
+            return gptc_fail(GPTC_ERR_STATE, "'ckpt_dir' %s: was trained on %s tokens but 'data' %s holds %s tokens; "
+                             "prepare the data with the %s tokenizer or use another 'ckpt_dir' folder",
                              resume, saved_tok, o.data, meta.tokenizer, saved_tok);
         gptc_model_config shape = saved;
         shape.gelu = o.model.gelu; /* the shape first, then the form */
         if (memcmp(&shape, &o.model, sizeof shape) != 0)
             return gptc_fail(GPTC_ERR_STATE,
-                             "--ckpt %s: holds a model with layers=%d heads=%d channels=%d context=%d vocab=%d, but "
+                             "'ckpt_dir' %s: holds a model with layers=%d heads=%d channels=%d context=%d vocab=%d, but "
                              "this run asks for layers=%d heads=%d channels=%d context=%d vocab=%d; use matching flags "
-                             "or another --ckpt folder",
+                             "or another 'ckpt_dir' folder",
                              resume, saved.layers, saved.heads, saved.channels, saved.context, saved.vocab,
                              o.model.layers, o.model.heads, o.model.channels, o.model.context, o.model.vocab);
         if (saved.gelu != o.model.gelu)
             return gptc_fail(GPTC_ERR_STATE,
-                             "--ckpt %s: holds a model trained with --gelu %s, but this run asks for --gelu %s; use "
-                             "--gelu %s or another --ckpt folder",
+                             "'ckpt_dir' %s: holds a model trained with 'model.gelu' %s, but this run asks for 'model.gelu' %s; use "
+                             "'model.gelu' %s or another 'ckpt_dir' folder",
                              resume, gptc_gelu_name(saved.gelu), gptc_gelu_name(o.model.gelu), gptc_gelu_name(saved.gelu));
     }
     /* the run's whole footprint per rank, planned from the settings, against what this machine allows */
@@ -543,25 +459,25 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
     size_t have = gptc_machine_memory();
     if (have && plan.total > have)
         return gptc_fail(GPTC_ERR_ARG,
-                         "--batch %d --seq %d --dtype %s --recompute %s: this run needs %.1f GiB but the machine has "
-                         "%.1f GiB; use a smaller model, --batch or --seq, or more --recompute (see gptc plan)",
+                         "'batch' %d 'seq' %d 'dtype' %s 'recompute' %s: this run needs %.1f GiB but the machine has "
+                         "%.1f GiB; use a smaller model, 'batch' or 'seq', or more 'recompute' (see gptc plan)",
                          o.batch, o.seq, gptc_precision_name(o.dtype), gptc_recompute_name(o.recompute),
                          plan.total / 1073741824.0, have / 1073741824.0);
     gptc_set_threads(o.threads);
 
     /* data: each rank its slice of the train batches; evaluation (rank 0) reads the val set whole */
-    if ((st = open_loader(&t->train, o.data, false, "--data", &o, o.model.vocab, o.shuffle, t->rank, t->world))) return st;
+    if ((st = open_loader(&t->train, o.data, false, "'data'", &o, o.model.vocab, o.shuffle, t->rank, t->world))) return st;
     /* every id is checked before the first step (each rank its slice): a shard of another tokenizer
      * is refused now, not at the batch that first reads it, hours in */
-    if ((st = gptc_loader_check_vocab(&t->train, t->rank, t->world))) return gptc_fail_prefix(st, "--data");
+    if ((st = gptc_loader_check_vocab(&t->train, t->rank, t->world))) return gptc_fail_prefix(st, "'data'");
     if (o.val_data) {
-        if ((st = open_loader(&t->val, o.val_data, true, "--val-data", &o, o.model.vocab, false, 0, 1))) return st;
-        if ((st = gptc_loader_check_vocab(&t->val, t->rank, t->world))) return gptc_fail_prefix(st, "--val-data");
+        if ((st = open_loader(&t->val, o.val_data, true, "'val_data'", &o, o.model.vocab, false, 0, 1))) return st;
+        if ((st = gptc_loader_check_vocab(&t->val, t->rank, t->world))) return gptc_fail_prefix(st, "'val_data'");
         t->has_val = true;
     } else if (gptc_is_dir(o.data)) {
         /* the folder's val split, if it has a usable one; without it the run trains unevaluated */
-        if (open_loader(&t->val, o.data, true, "--data (val split)", &o, o.model.vocab, false, 0, 1) == GPTC_OK) {
-            if ((st = gptc_loader_check_vocab(&t->val, t->rank, t->world))) return gptc_fail_prefix(st, "--data (val split)");
+        if (open_loader(&t->val, o.data, true, "'data' (val split)", &o, o.model.vocab, false, 0, 1) == GPTC_OK) {
+            if ((st = gptc_loader_check_vocab(&t->val, t->rank, t->world))) return gptc_fail_prefix(st, "'data' (val split)");
             t->has_val = true;
         } else if (t->rank == 0) {
             gptc_warn("%s; training without evaluation", gptc_last_error());
@@ -596,11 +512,12 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
     }
     size_t live0, live1;
     gptc_alloc_stats(&live0, NULL);
-    t->mom = gptc_alloc(share * sizeof(float), "AdamW first moments");
-    t->vel = t->mom ? gptc_alloc(share * sizeof(float), "AdamW second moments") : NULL;
+    bool allocated = true;
+    for (int b = 0; b < t->opt->nstates && allocated; b++)
+        allocated = (t->ostate[b] = gptc_alloc(share * sizeof(float), "optimizer state")) != NULL;
     gptc_alloc_stats(&live1, NULL);
     t->optim_bytes = live1 - live0; /* measured, to set beside the plan's figure */
-    t->inputs = t->vel ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
+    t->inputs = allocated ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
     t->targets = t->inputs ? gptc_alloc(sizeof(int) * o.batch * o.seq, "batch") : NULL;
     if (!t->targets) return GPTC_ERR_NOMEM;
     t->use_red = t->world > 1;
@@ -611,25 +528,24 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
                                     t->bounds)))
             return st;
     }
-    if (resuming && o.init && t->rank == 0) gptc_log("--init %s: not used, the run resumes from %s", o.init, resume);
+    if (resuming && o.init && t->rank == 0) gptc_log("'init' %s: not used, the run resumes from %s", o.init, resume);
     if (resuming) {
         gptc_trainer_state saved;
         if ((st = load_position(t, resume, &saved))) return st;
-        if (t->rank == 0) warn_changes(resume, &saved, &t->state);
+        if (t->rank == 0) gptc_hp_warn_changes(resume, &saved.hp, &t->state.hp);
         if (!t->state.tokenizer[0]) snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", saved.tokenizer);
     } else if (o.init) {
-        if ((st = gptc_weights_load(&init, m))) return gptc_fail_prefix(st, "--init");
+        if ((st = gptc_weights_load(&init, m))) return gptc_fail_prefix(st, "'init'");
         if (!t->state.tokenizer[0]) snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", init.tokenizer);
     } else {
         gptc_model_init_weights(m, o.seed);
     }
     t->sched = (gptc_lr_schedule){.lr = o.lr, .warmup = o.warmup, .steps = o.steps, .floor = o.lr_floor};
-    t->adamw = (gptc_adamw){.beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay};
     if (o.sample_every) {
         if (!t->state.tokenizer[0]) {
-            if (t->rank == 0) gptc_warn("--sample-every: the data does not name its tokenizer (no meta.json); no samples");
+            if (t->rank == 0) gptc_warn("'sample_every': the data does not name its tokenizer (no meta.json); no samples");
         } else if ((st = gptc_tokenizer_open(t->state.tokenizer, &t->tok)) || !(t->sample = malloc(SAMPLE_CAP))) {
-            return st ? gptc_fail_prefix(st, "--sample-every") : gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+            return st ? gptc_fail_prefix(st, "'sample_every'") : gptc_fail(GPTC_ERR_NOMEM, "out of memory");
         }
     }
     return GPTC_OK;
@@ -670,7 +586,7 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
     double loss_sum = 0;
     for (int micro = 0; micro < t->accum; micro++) {
         st = gptc_loader_next(&t->train, t->inputs, t->targets);
-        if (st) st = gptc_fail_prefix(st, "--data");
+        if (st) st = gptc_fail_prefix(st, "'data'");
         if ((st = gptc_dist_agree(st))) return st;
         /* accumulation: only the last micro-step's backward exchanges the (summed) gradients */
         m->grads_ready = t->use_red && micro == t->accum - 1 ? reducer_hook : NULL;
@@ -725,7 +641,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
     if ((st = gptc_dist_agree(step_ms ? GPTC_OK : gptc_fail(GPTC_ERR_NOMEM, "out of memory")))) goto fail;
 
     /* the loop */
-    long tokens_per_step = t.state.total_batch;
+    long tokens_per_step = (long)t.state.hp.i[GPTC_HP_total_batch];
     gptc_step_info base = {.event = GPTC_EVENT_START, .model = &o.model, .first_step = r.first_step,
                            .tokens_per_update = tokens_per_step, .step = r.first_step, .steps = o.steps, .val_loss = NAN};
     int stop = t.rank == 0 && on_step && on_step(user, &base);
@@ -745,7 +661,6 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         step_values hv = values_at(&t, t.state.step);
         t.model.dropout = hv.dropout;
         t.model.attn_dropout = hv.attn_dropout;
-        t.adamw.weight_decay = hv.weight_decay;
         if ((st = step_gradients(&t, &loss, &norm, &g))) goto fail;
         float lr = hv.lr;
         /* the step guard: every rank has the same loss and norm (summed in rank order) and so the same
@@ -758,22 +673,23 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         t.state.bad_run = skip ? t.state.bad_run + 1 : 0;
         bool act = skip && t.state.bad_run > o.bad_steps;
         if (act && o.on_bad == GPTC_ON_BAD_STOP)
-            st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: loss %g, gradient norm %g: %s%s; lower --lr or check the data",
+            st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: loss %g, gradient norm %g: %s%s; lower 'lr' or check the data",
                            t.state.step + 1, loss, norm, kind == GPTC_BAD_NONFINITE ? "not finite" : gptc_bad_kind_name(kind),
-                           o.bad_steps ? " (more bad steps in a row than --bad-steps)" : "");
+                           o.bad_steps ? " (more bad steps in a row than 'bad_steps')" : "");
         /* agreeing names rank 0 as its source */
         if ((st = gptc_dist_agree(st))) goto fail;
         float scale = gptc_clip_scale(norm, o.clip);
         if (skip) {
             r.skipped_steps++; /* the update is dropped; the data and the schedule move on */
         } else if (o.zero) {
-            gptc_adamw_update_range(&t.model, g, t.mom, t.vel, t.lo, t.hi, &t.adamw, lr, scale, t.state.step + 1);
+            t.opt->update(&t.model, &o, g, t.ostate, t.lo, t.hi, lr, hv.weight_decay, scale, t.state.step + 1);
             gptc_prof_begin(GPTC_PROF_COMM, "comm.allgather_params", -1);
             st = gptc_dist_allgather_shards(t.model.params, t.bounds);
             gptc_prof_end(0, sizeof(float) * (double)t.model.num_floats);
             if ((st = gptc_dist_agree(st))) goto fail;
         } else {
-            gptc_adamw_update(&t.model, t.mom, t.vel, &t.adamw, lr, scale, t.state.step + 1);
+            t.opt->update(&t.model, &o, t.model.grads, t.ostate, 0, t.model.num_floats, lr, hv.weight_decay, scale,
+                          t.state.step + 1);
         }
         t.state.step++;
         gptc_prof_end(0, 0); /* optimizer */
@@ -844,7 +760,7 @@ gptc_status gptc_train(const gptc_train_options *opts, gptc_step_fn on_step, voi
         /* a periodic checkpoint is a known-good state to roll back to: none is written on a bad step */
         if (o.ckpt_dir && ((o.ckpt_every && t.state.step % o.ckpt_every == 0 && !skip) || last || stop)) {
             if ((st = save(&t, written, sizeof written))) {
-                st = gptc_fail_prefix(st, "--ckpt: saving step %d failed, the previous checkpoints are kept", t.state.step);
+                st = gptc_fail_prefix(st, "'ckpt_dir': saving step %d failed, the previous checkpoints are kept", t.state.step);
                 goto fail;
             }
             if (on_step && t.rank == 0) {
