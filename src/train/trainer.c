@@ -552,18 +552,21 @@ static gptc_status setup(trainer *t, gptc_train_options *op) {
 }
 
 /* The hyper-parameters of the step about to run: a callback's override, else the schedule, else the
- * constant (the learning rate: its warm-up + cosine), the learning rate times a rollback's factor. */
+ * constant (the learning rate: its warm-up + cosine), the learning rate times a rollback's factor.
+ * `done` is the steps completed; the schedules take the step's number as the log shows it, done + 1
+ * (optim/hparam.h), and the warm-up + cosine its 0-based index (optim/optim.h). */
 typedef struct { float lr, dropout, attn_dropout, weight_decay; } step_values;
-static float pick(float override, const gptc_hparam_schedule *s, int step, float otherwise) {
-    return !isnan(override) ? override : s->n ? gptc_hparam_at(s, step) : otherwise;
+static float pick(float override, const gptc_hparam_schedule *s, int logged, float otherwise) {
+    return !isnan(override) ? override : s->n ? gptc_hparam_at(s, logged) : otherwise;
 }
-static step_values values_at(const trainer *t, int step) {
+static step_values values_at(const trainer *t, int done) {
     const gptc_train_options *o = t->o;
+    int logged = done + 1;
     step_values v;
-    v.lr = pick(t->ctl.lr, &t->lr_sched, step, gptc_lr_at(&t->sched, step)) * t->state.lr_scale;
-    v.dropout = pick(t->ctl.dropout, &t->drop_sched, step, o->dropout);
-    v.attn_dropout = pick(t->ctl.attn_dropout, &t->attn_drop_sched, step, o->attn_dropout);
-    v.weight_decay = pick(t->ctl.weight_decay, &t->wd_sched, step, o->weight_decay);
+    v.lr = pick(t->ctl.lr, &t->lr_sched, logged, gptc_lr_at(&t->sched, done)) * t->state.lr_scale;
+    v.dropout = pick(t->ctl.dropout, &t->drop_sched, logged, o->dropout);
+    v.attn_dropout = pick(t->ctl.attn_dropout, &t->attn_drop_sched, logged, o->attn_dropout);
+    v.weight_decay = pick(t->ctl.weight_decay, &t->wd_sched, logged, o->weight_decay);
     return v;
 }
 
