@@ -2,9 +2,12 @@
  * by their gptc_train_options field in single quotes ('lr', 'model.context', train/hparams.h), and
  * this rewrites each such name that `gptc train` has a flag for as --flag, using the option table of
  * train/hparams.def and the few fields whose flag is CLI-only. */
+#include "cli/commands.h"
 #include "cli/options.h"
+#include "core/core.h"
 #include "train/hparams.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* fields set through a CLI-only flag (the preset's shape, names parsed into enums) */
@@ -38,4 +41,11 @@ void gptc_cli_flag_names(const char *msg, char *out, size_t cap) {
         }
     }
     out[n] = '\0';
+}
+
+void gptc_cli_error(void) {
+    char msg[2048];
+    gptc_cli_flag_names(gptc_last_error(), msg, sizeof msg);
+    gptc_log_rank_prefix(stderr);
+    fprintf(stderr, "gptc: %s\n", msg);
 }
