@@ -50,6 +50,40 @@ static int log_record(progress *p, cJSON *rec) {
 }
 
 /* START: opens the log files, prints the run's head and writes the start record. */
+/* The start record of the JSON log: the model, the batch, the settings and the machine. */
+static int start_record(progress *p, const gptc_step_info *in) {
+    const gptc_model_config *m = in->model;
+    const gptc_train_options *t = &p->c->t;
+    int world = gptc_dist_world();
+    cJSON *rec = cJSON_CreateObject(), *mo = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "start");
+    cJSON_AddNumberToObject(mo, "layers", m->layers);
+    cJSON_AddNumberToObject(mo, "heads", m->heads);
+    cJSON_AddNumberToObject(mo, "channels", m->channels);
+    cJSON_AddNumberToObject(mo, "context", m->context);
+    cJSON_AddNumberToObject(mo, "vocab", m->vocab);
+    cJSON_AddStringToObject(mo, "gelu", gptc_gelu_name(m->gelu));
+    cJSON_AddNumberToObject(mo, "params", (double)gptc_model_num_params(m));
+    cJSON_AddStringToObject(rec, "model_preset", p->c->model);
+    cJSON_AddItemToObject(rec, "model", mo);
+    cJSON_AddNumberToObject(rec, "batch", t->batch);
+    cJSON_AddNumberToObject(rec, "seq", t->seq);
+    cJSON_AddNumberToObject(rec, "tokens_per_update", (double)in->tokens_per_update);
+    cJSON_AddNumberToObject(rec, "first_step", in->first_step);
+    cJSON_AddNumberToObject(rec, "steps", in->steps);
+    cJSON_AddStringToObject(rec, "dtype", gptc_precision_name(t->dtype));
+    cJSON_AddStringToObject(rec, "recompute", gptc_recompute_name(t->recompute));
+    cJSON_AddStringToObject(rec, "kernels", gptc_kernels_get()->variant);
+    cJSON_AddNumberToObject(rec, "threads", p->threads);
+    cJSON_AddNumberToObject(rec, "ranks", world);
+    cJSON_AddBoolToObject(rec, "pin", p->c->pin);
+    cJSON_AddNumberToObject(rec, "peak_gflops", p->peak);
+    cJSON_AddStringToObject(rec, "peak_kind", p->peak_kind);
+    cJSON_AddNumberToObject(rec, "flops_per_token", p->flops);
+    cJSON_AddStringToObject(rec, "cpu", gptc_cpu()->brand);
+    return log_record(p, rec);
+}
+
 static int on_start(progress *p, const gptc_step_info *in) {
     const gptc_model_config *m = in->model;
     const gptc_train_options *t = &p->c->t;
@@ -90,33 +124,7 @@ static int on_start(progress *p, const gptc_step_info *in) {
         if (in->first_step) printf("resuming from step %d\n", in->first_step);
         fflush(stdout);
     }
-    cJSON *rec = cJSON_CreateObject(), *mo = cJSON_CreateObject();
-    cJSON_AddStringToObject(rec, "type", "start");
-    cJSON_AddNumberToObject(mo, "layers", m->layers);
-    cJSON_AddNumberToObject(mo, "heads", m->heads);
-    cJSON_AddNumberToObject(mo, "channels", m->channels);
-    cJSON_AddNumberToObject(mo, "context", m->context);
-    cJSON_AddNumberToObject(mo, "vocab", m->vocab);
-    cJSON_AddStringToObject(mo, "gelu", gptc_gelu_name(m->gelu));
-    cJSON_AddNumberToObject(mo, "params", (double)gptc_model_num_params(m));
-    cJSON_AddStringToObject(rec, "model_preset", p->c->model);
-    cJSON_AddItemToObject(rec, "model", mo);
-    cJSON_AddNumberToObject(rec, "batch", t->batch);
-    cJSON_AddNumberToObject(rec, "seq", t->seq);
-    cJSON_AddNumberToObject(rec, "tokens_per_update", (double)in->tokens_per_update);
-    cJSON_AddNumberToObject(rec, "first_step", in->first_step);
-    cJSON_AddNumberToObject(rec, "steps", in->steps);
-    cJSON_AddStringToObject(rec, "dtype", gptc_precision_name(t->dtype));
-    cJSON_AddStringToObject(rec, "recompute", gptc_recompute_name(t->recompute));
-    cJSON_AddStringToObject(rec, "kernels", gptc_kernels_get()->variant);
-    cJSON_AddNumberToObject(rec, "threads", p->threads);
-    cJSON_AddNumberToObject(rec, "ranks", world);
-    cJSON_AddBoolToObject(rec, "pin", p->c->pin);
-    cJSON_AddNumberToObject(rec, "peak_gflops", p->peak);
-    cJSON_AddStringToObject(rec, "peak_kind", p->peak_kind);
-    cJSON_AddNumberToObject(rec, "flops_per_token", p->flops);
-    cJSON_AddStringToObject(rec, "cpu", gptc_cpu()->brand);
-    return log_record(p, rec);
+    return start_record(p, in);
 }
 
 /* The terminal's width (80 when unknown). */
@@ -143,34 +151,25 @@ static int on_rollback(progress *p, const gptc_step_info *in) {
     return log_record(p, rec);
 }
 
-int train_log_on_step(void *user, const gptc_step_info *in) {
-    progress *p = user;
-    if (in->event == GPTC_EVENT_START) return on_start(p, in);
-    if (in->event == GPTC_EVENT_ROLLBACK) return on_rollback(p, in) || train_stop_signal();
-    if (in->event == GPTC_EVENT_CHECKPOINT) {
-        cJSON *rec = cJSON_CreateObject();
-        cJSON_AddStringToObject(rec, "type", "checkpoint");
-        cJSON_AddNumberToObject(rec, "step", in->step);
-        cJSON_AddStringToObject(rec, "path", in->ckpt_path);
-        if (!p->c->quiet) {
-            printf("%scheckpoint %s\n", p->tty ? "\r\033[K" : "", in->ckpt_path);
-            fflush(stdout);
-        }
-        return log_record(p, rec);
+/* CHECKPOINT: one line, one record. */
+static int on_checkpoint(progress *p, const gptc_step_info *in) {
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "checkpoint");
+    cJSON_AddNumberToObject(rec, "step", in->step);
+    cJSON_AddStringToObject(rec, "path", in->ckpt_path);
+    if (!p->c->quiet) {
+        printf("%scheckpoint %s\n", p->tty ? "\r\033[K" : "", in->ckpt_path);
+        fflush(stdout);
     }
-    if (train_stop_signal() && !p->stopping) {
-        p->stopping = true;
-        if (!p->c->quiet) {
-            printf("%s%s: stopping after step %d%s\n", p->tty ? "\r\033[K" : "", train_signal_name(train_stop_signal()), in->step,
-                   p->c->t.ckpt_dir ? " and writing a checkpoint (a second signal exits at once)" : " (no --ckpt: nothing is saved)");
-            fflush(stdout);
-        }
-    }
-    if (p->losses) {
-        fprintf(p->losses, "%d %.9g %.9g %.9g\n", in->step, in->loss, in->grad_norm, in->lr);
-        fflush(p->losses);
-    }
-    int done = in->step - p->first_step;
+    return log_record(p, rec);
+}
+
+/* A step's figures beside its loss: the window's p50/p95 and jitter, the peak RSS, the MFU. */
+typedef struct { double p50, p95, jitter, rss_mib, mfu; } step_stats;
+
+/* Records the step's time (for the ETA, the window and the summary) and returns its figures. */
+static step_stats add_step(progress *p, const gptc_step_info *in) {
+    step_stats s;
     p->ms_sum += in->ms;
     gptc_window_add(&p->window, in->ms);
     if (p->nms == p->cap_ms) {
@@ -178,10 +177,14 @@ int train_log_on_step(void *user, const gptc_step_info *in) {
         if (grown) p->all_ms = grown; else p->cap_ms = p->nms;
     }
     if (p->nms < p->cap_ms) p->all_ms[p->nms++] = in->ms;
-    double p50, p95, jitter, rss_mib = gptc_peak_rss() / 1048576.0;
-    gptc_window_stats(&p->window, &p50, &p95, &jitter);
-    double mfu = p->peak > 0 ? in->tokens_per_s * p->flops / 1e9 / p->peak : 0;
+    s.rss_mib = gptc_peak_rss() / 1048576.0;
+    gptc_window_stats(&p->window, &s.p50, &s.p95, &s.jitter);
+    s.mfu = p->peak > 0 ? in->tokens_per_s * p->flops / 1e9 / p->peak : 0;
+    return s;
+}
 
+/* The step's JSON record (--log). */
+static int step_record(progress *p, const gptc_step_info *in, const step_stats *s) {
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "type", "step");
     cJSON_AddNumberToObject(rec, "step", in->step);
@@ -190,11 +193,11 @@ int train_log_on_step(void *user, const gptc_step_info *in) {
     cJSON_AddNumberToObject(rec, "grad_norm", in->grad_norm);
     cJSON_AddNumberToObject(rec, "ms", in->ms);
     cJSON_AddNumberToObject(rec, "tokens_per_s", in->tokens_per_s);
-    cJSON_AddNumberToObject(rec, "mfu", mfu);
-    cJSON_AddNumberToObject(rec, "p50_ms", p50);
-    cJSON_AddNumberToObject(rec, "p95_ms", p95);
-    cJSON_AddNumberToObject(rec, "jitter_pct", jitter);
-    cJSON_AddNumberToObject(rec, "rss_mib", rss_mib);
+    cJSON_AddNumberToObject(rec, "mfu", s->mfu);
+    cJSON_AddNumberToObject(rec, "p50_ms", s->p50);
+    cJSON_AddNumberToObject(rec, "p95_ms", s->p95);
+    cJSON_AddNumberToObject(rec, "jitter_pct", s->jitter);
+    cJSON_AddNumberToObject(rec, "rss_mib", s->rss_mib);
     if (!isnan(in->val_loss)) cJSON_AddNumberToObject(rec, "val_loss", in->val_loss);
     if (in->skipped) {
         cJSON_AddBoolToObject(rec, "skipped", 1);
@@ -207,14 +210,19 @@ int train_log_on_step(void *user, const gptc_step_info *in) {
     cJSON_AddNumberToObject(rec, "dropout", in->dropout);
     cJSON_AddNumberToObject(rec, "attn_dropout", in->attn_dropout);
     cJSON_AddNumberToObject(rec, "weight_decay", in->weight_decay);
-    int stop = log_record(p, rec) || p->stopping;
-    if (p->c->quiet) return stop;
+    return log_record(p, rec);
+}
 
+/* The terminal line: on a terminal a live progress bar with the ETA (cut to the width), else a line
+ * every --log-every steps and at each evaluation, sample, bad step and the last step. */
+static void step_line(progress *p, const gptc_step_info *in, const step_stats *s) {
+    int done = in->step - p->first_step;
+    double p50 = s->p50, p95 = s->p95, jitter = s->jitter, rss_mib = s->rss_mib, mfu = s->mfu;
     double eta = p->ms_sum * 1e-3 / done * (in->steps - in->step);
     char etab[32], line[512], bar[64] = "";
     fmt_eta(etab, sizeof etab, eta);
     bool show = in->skipped || p->tty || in->step % p->c->log_every == 0 || in->step == in->steps || !isnan(in->val_loss) || in->sample;
-    if (!show) return stop;
+    if (!show) return;
     size_t n = 0;
     bool live = p->tty && !in->skipped && isnan(in->val_loss) && in->step != in->steps && !in->sample;
     if (live) {
@@ -253,6 +261,28 @@ int train_log_on_step(void *user, const gptc_step_info *in) {
     printf("%s%s%s", p->tty ? "\r\033[K" : "", line, live ? "" : "\n");
     if (in->sample) printf("sample at step %d:\n%s\n", in->step, in->sample);
     fflush(stdout);
+}
+
+int train_log_on_step(void *user, const gptc_step_info *in) {
+    progress *p = user;
+    if (in->event == GPTC_EVENT_START) return on_start(p, in);
+    if (in->event == GPTC_EVENT_ROLLBACK) return on_rollback(p, in) || train_stop_signal();
+    if (in->event == GPTC_EVENT_CHECKPOINT) return on_checkpoint(p, in);
+    if (train_stop_signal() && !p->stopping) {
+        p->stopping = true;
+        if (!p->c->quiet) {
+            printf("%s%s: stopping after step %d%s\n", p->tty ? "\r\033[K" : "", train_signal_name(train_stop_signal()), in->step,
+                   p->c->t.ckpt_dir ? " and writing a checkpoint (a second signal exits at once)" : " (no --ckpt: nothing is saved)");
+            fflush(stdout);
+        }
+    }
+    if (p->losses) {
+        fprintf(p->losses, "%d %.9g %.9g %.9g\n", in->step, in->loss, in->grad_norm, in->lr);
+        fflush(p->losses);
+    }
+    step_stats s = add_step(p, in);
+    int stop = step_record(p, in, &s) || p->stopping;
+    if (!p->c->quiet) step_line(p, in, &s);
     return stop;
 }
 
