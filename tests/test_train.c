@@ -212,6 +212,18 @@ TEST(checkpoint_round_trip_and_refusals) {
     CHECK(s2.step == 7 && s2.hp.u[GPTC_HP_seed] == 123 && s2.rng == s.rng && s2.loader_epoch == 2 && s2.loader_cursor == 40);
     CHECK(strcmp(s2.tokenizer, "byte") == 0);
 
+    /* a checkpoint of another optimizer is refused in one line naming both, before any state is read */
+    gptc_optimizer_kind other_kind = *adamw;
+    other_kind.name = "other";
+    s.step = 5;
+    char written5[1024];
+    CHECK_OK(gptc_ckpt_save(subdir("ckpt-other"), &m, &other_kind, (const float *const *)state, &s, 3, written5,
+                            sizeof written5));
+    CHECK(gptc_ckpt_load(written5, &back, adamw, state2, &s2) == GPTC_ERR_STATE);
+    CHECK_MSG(strstr(gptc_last_error(), "trained with the optimizer other, but this run asks for 'optimizer' adamw") &&
+              !strchr(gptc_last_error(), '\n'), "got: %s", gptc_last_error());
+    s.step = 7;
+
     /* another shape is refused, naming both */
     gptc_model other;
     gptc_model_config ocfg = cfg;

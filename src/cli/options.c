@@ -182,7 +182,15 @@ static void default_text(const gptc_option *o, const void *defaults, char *def, 
     }
 }
 
+static bool g_markdown; /* gptc_options_help writes Markdown (gptc help --markdown) */
+
+void gptc_options_help_markdown(bool on) { g_markdown = on; }
+
 void gptc_options_help(FILE *f, const gptc_command_spec *cmd, const void *defaults) {
+    if (g_markdown) {
+        gptc_options_markdown(f, cmd, defaults);
+        return;
+    }
     fprintf(f, "usage: %s\n%s\n\noptions:\n", cmd->usage, cmd->summary);
     for (int j = 0; j < cmd->noptions; j++) {
         const gptc_option *o = &cmd->options[j];
@@ -210,7 +218,9 @@ void gptc_options_markdown(FILE *f, const gptc_command_spec *cmd, const void *de
         const gptc_option *o = &cmd->options[j];
         char def[96];
         default_text(o, defaults, def, sizeof def);
-        fprintf(f, "| `--%s%s%s` | ", o->name, o->type == OPT_FLAG ? "" : " ", o->type == OPT_FLAG ? "" : o->meta);
+        fprintf(f, "| `--%s%s", o->name, o->type == OPT_FLAG ? "" : " ");
+        if (o->type != OPT_FLAG) md_cell(f, o->meta);
+        fputs("` | ", f);
         if (*def) fprintf(f, "`%s`", def);
         fputs(" | ", f);
         md_cell(f, o->help);

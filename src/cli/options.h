@@ -41,6 +41,8 @@ gptc_status gptc_options_parse(const gptc_command_spec *cmd, void *dst, int argc
 
 /* Writes the usage and every option with its default (read from defaults) to f. */
 void gptc_options_help(FILE *f, const gptc_command_spec *cmd, const void *defaults);
+/* on: gptc_options_help writes gptc_options_markdown's section instead (`gptc help --markdown`). */
+void gptc_options_help_markdown(bool on);
 /* The same as a Markdown section (docs/cli.md): a heading, the usage, a table of the options. */
 void gptc_options_markdown(FILE *f, const gptc_command_spec *cmd, const void *defaults);
 
