@@ -314,10 +314,6 @@ typedef struct gptc_prepare_options {
     const char *doc_separator; /* NULL or "": one document per file */
     gptc_prepare_progress_fn progress; /* NULL: none */
     void *progress_user;
-    /* for tests */
-    size_t chunk_bytes;        /* bytes per encoding chunk (0: input/(4 × threads), 64 KiB to 1 MiB);
-                                * when set, forced cuts come after 32 chunks instead of 8 MiB */
-    const void *tokenizer_impl; /* a gptc_tokenizer (src/data/data.h) used instead of opening `tokenizer` */
 } gptc_prepare_options;
 
 void gptc_prepare_options_default(gptc_prepare_options *o);
