@@ -395,8 +395,8 @@ TEST(checkpoint_keeps_gelu_form_and_sampling_uses_it) {
         CHECK_OK(gptc_model_init(&other, &ocfg));
         CHECK(gptc_ckpt_load(written, &other, NULL, NULL, NULL) == GPTC_ERR_STATE);
         char want_a[32], want_b[32];
-        snprintf(want_a, sizeof want_a, "--gelu %s", gptc_gelu_name(forms[f]));
-        snprintf(want_b, sizeof want_b, "--gelu %s", gptc_gelu_name(ocfg.gelu));
+        snprintf(want_a, sizeof want_a, "'model.gelu' %s", gptc_gelu_name(forms[f]));
+        snprintf(want_b, sizeof want_b, "'model.gelu' %s", gptc_gelu_name(ocfg.gelu));
         CHECK_MSG(strstr(gptc_last_error(), want_a) && strstr(gptc_last_error(), want_b), "got: %s", gptc_last_error());
         gptc_model_free(&other);
 

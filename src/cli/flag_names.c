@@ -1,7 +1,7 @@
 /* flag_names.c — the one mechanism by which CLI output names flags: library messages name options
- * by their gptc_train_options field in single quotes ('lr', 'model.context', train/hparams.h), and
- * this rewrites each such name that `gptc train` has a flag for as --flag, using the option table of
- * train/hparams.def and the few fields whose flag is CLI-only. */
+ * by their field in single quotes ('lr', 'model.context', 'top_p'; train/hparams.h), and this
+ * rewrites each such name that has a flag as --flag, using the option table of train/hparams.def and
+ * the few other fields (the model's shape, names parsed into enums, gptc sample's and gptc export's). */
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/core.h"
@@ -16,6 +16,9 @@ static const struct { const char *field, *flag; } g_extra[] = {
     {"model.context", "context"}, {"model.vocab", "vocab"}, {"model.gelu", "gelu"}, {"dtype", "dtype"},
     {"recompute", "recompute"}, {"on_bad", "on-bad"}, {"shuffle", "sequential"}, {"profile_from", "profile-steps"},
     {"profile_to", "profile-steps"},
+    /* gptc_sample_options and gptc_weights_export's arguments (gptc sample, gptc export) */
+    {"ckpt", "ckpt"}, {"tokens", "tokens"}, {"temperature", "temperature"}, {"top_k", "top-k"}, {"top_p", "top-p"},
+    {"format", "format"}, {"out", "out"},
 };
 
 static const char *flag_of(const char *name, size_t len) {

@@ -372,7 +372,7 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
         if (n == 1) snprintf(which, sizeof which, "its only checkpoint, %s, does not load", steps[0].name);
         else snprintf(which, sizeof which, "none of its %d checkpoints loads (the newest, %s)", n, steps[n - 1].name);
         st = gptc_fail(GPTC_ERR_FORMAT,
-                       "%s: %s: %s; move the damaged folder%s away to start afresh, or use another --ckpt folder", dir,
+                       "%s: %s: %s; move the damaged folder%s away to start afresh, or use another checkpoint folder", dir,
                        which, why[0] ? why[0] : "damaged", n > 1 ? "s" : "");
     }
     for (int i = 0; i < nwhy; i++) free(why[i]);
