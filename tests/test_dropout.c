@@ -274,7 +274,7 @@ TEST(hparam_schedule_parse_and_values) {
     CHECK_EQ_INT(s.n, 0);
     const char *bad[] = {"0:0.1,", "10:0.1,5:0.2", "0:x", "a:1", "0:2", "0:0.1;5:1", "-1:0", "0:nan", ":1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        gptc_status st = gptc_hparam_parse(&s, bad[i], "--dropout-schedule", 0, 1);
+        gptc_status st = gptc_hparam_parse(&s, bad[i], "'dropout_schedule'", 0, 1);
         CHECK_MSG(st == GPTC_ERR_ARG && strstr(gptc_last_error(), "'dropout_schedule'"), "\"%s\" accepted", bad[i]);
     }
 }

@@ -23,7 +23,8 @@ typedef struct gptc_hparam_schedule {
     float value[GPTC_HPARAM_MAX_POINTS];
 } gptc_hparam_schedule;
 
-/* Parses spec (NULL or "" gives n = 0). flag names the option in messages; every value must lie in
+/* Parses spec (NULL or "" gives n = 0). flag names the option in messages (as the library names
+ * options: its field in quotes, train/hparams.h); every value must lie in
  * [lo, hi]. */
 gptc_status gptc_hparam_parse(gptc_hparam_schedule *s, const char *spec, const char *flag, double lo, double hi);
 /* The value of the step the log numbers `step` (1-based; see above); s->n must be > 0. */
