@@ -54,8 +54,8 @@ const char *gptc_gelu_name(gptc_gelu_kind g);
 /* Parses one of those names into *out; anything else is GPTC_ERR_ARG naming --gelu and the choices. */
 gptc_status gptc_gelu_from_name(const char *name, gptc_gelu_kind *out);
 
-/* Fills *cfg from a preset name: gpt2, gpt2-medium, gpt2-large, gpt2-xl, or the small CPU presets
- * tiny, small-cpu (see gptc_model_preset_names()). */
+/* Fills *cfg from a preset name, one of gptc_model_preset_names() (the list lives in one place:
+ * src/model/config.c). */
 gptc_status gptc_model_preset(const char *name, gptc_model_config *cfg);
 /* A comma-separated list of the preset names, for help text. */
 const char *gptc_model_preset_names(void);
@@ -92,6 +92,9 @@ gptc_status gptc_recompute_from_name(const char *name, gptc_recompute *out); /* 
 /* What the trainer does after too many bad steps in a row (see gptc_train_options.bad_steps). */
 typedef enum gptc_on_bad { GPTC_ON_BAD_ROLLBACK = 0, GPTC_ON_BAD_STOP = 1 } gptc_on_bad;
 
+/* The options a user sets, with their defaults, ranges and help, are listed once in
+ * src/train/hparams.def; gptc_train checks the same ranges as the CLI. Messages name an option by
+ * its field here, in single quotes ('lr', 'model.context'). */
 typedef struct gptc_train_options {
     gptc_model_config model;
     const char *data;      /* train shards: a file, a glob, or a folder made by `gptc prepare` */
@@ -100,11 +103,12 @@ typedef struct gptc_train_options {
     int seq;               /* T: tokens per sequence, <= model.context */
     long total_batch;      /* tokens per optimizer update; a multiple of B*T (0: B*T) */
     int steps;             /* optimizer updates to run (total, counting resumed ones) */
+    const char *optimizer; /* "adamw" (the default) or another name of the registry (src/optim/optimizer.h) */
     float lr;              /* peak learning rate */
     int warmup;            /* linear warm-up steps */
     float lr_floor;        /* cosine decays to lr * lr_floor */
     float weight_decay;    /* decoupled, on 2-D weights only */
-    float beta1, beta2, eps;
+    float beta1, beta2, eps; /* the optimizer's (AdamW's moments' decays and epsilon) */
     float clip;            /* global gradient-norm clip (0: off) */
     uint64_t seed;
     int shuffle;           /* 1: shuffle windows each epoch; 0: sequential */
@@ -128,7 +132,7 @@ typedef struct gptc_train_options {
     /* data parallel (a job started by mpirun; see src/dist/dist.h): every rank reads its own B
      * sequences of each global batch of ranks x B, and total_batch counts the tokens of all ranks */
     float bucket_mb;       /* MB of gradients per exchange bucket (0: one exchange per tensor) */
-    int zero;              /* 1: ZeRO-1, the AdamW moments split over the ranks; 0: every rank holds all */
+    int zero;              /* 1: ZeRO-1, the optimizer state split over the ranks; 0: every rank holds all */
     /* the step guard (src/train/guard.h): a bad step — loss or gradient norm not finite, or with
      * skip_spikes a z-score above spike_z over the last spike_window good steps — drops its update
      * (every rank the same, agreed); more than bad_steps bad steps in a row roll the run back to its
@@ -175,7 +179,7 @@ typedef struct gptc_train_result {
     double comm_calls_per_step; /* gradient exchanges started per step (0 for one rank) */
     double comm_wait_ms_per_step; /* ms per step spent waiting for them after the backward (mean) */
     double comm_wait_share;  /* that wait over the mean step time */
-    size_t optim_bytes;      /* bytes this rank allocated for the AdamW moments (ZeRO-1: its shard's) */
+    size_t optim_bytes;      /* bytes this rank allocated for the optimizer state (ZeRO-1: its shard's) */
     int skipped_steps;       /* bad steps whose update was dropped (non-finite, or spikes) */
     int rollbacks;           /* rollbacks to a checkpoint by this call */
     float lr_scale;          /* the learning-rate factor at the end (1: never rolled back) */
@@ -310,10 +314,6 @@ typedef struct gptc_prepare_options {
     const char *doc_separator; /* NULL or "": one document per file */
     gptc_prepare_progress_fn progress; /* NULL: none */
     void *progress_user;
-    /* for tests */
-    size_t chunk_bytes;        /* bytes per encoding chunk (0: input/(4 × threads), 64 KiB to 1 MiB);
-                                * when set, forced cuts come after 32 chunks instead of 8 MiB */
-    const void *tokenizer_impl; /* a gptc_tokenizer (src/data/data.h) used instead of opening `tokenizer` */
 } gptc_prepare_options;
 
 void gptc_prepare_options_default(gptc_prepare_options *o);

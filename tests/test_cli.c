@@ -191,3 +191,61 @@ TEST(cli_options_refuse_padded_numbers) {
     char *ok[] = {"--seed", "18446744073709551615", "--batch", "4", "--lr", "1e-3"};
     CHECK_MSG(gptc_cmd_train_parse_check(6, ok) == GPTC_OK, "%s", gptc_last_error());
 }
+
+/* docs/cli.md is what `gptc help --markdown` prints from the option tables, so it cannot go stale:
+ * after changing an option, `build/gptc help --markdown > docs/cli.md`. */
+TEST(cli_markdown_doc_is_current) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s help --markdown", test_gptc_bin());
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    FILE *f = fopen("docs/cli.md", "rb");
+    CHECK_MSG(f != NULL, "docs/cli.md missing; write it with `build/gptc help --markdown > docs/cli.md`");
+    if (!f || !out) {
+        free(out);
+        return;
+    }
+    static char doc[1 << 17];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = '\0';
+    CHECK_MSG(strcmp(doc, out) == 0, "docs/cli.md differs from `gptc help --markdown`; regenerate it with "
+              "`build/gptc help --markdown > docs/cli.md`");
+    CHECK(strstr(out, "## gptc train") && strstr(out, "`--beta1 X`") && strstr(out, "## gptc prepare"));
+    free(out);
+}
+
+/* One table (src/train/hparams.def): the library checks the ranges the CLI checks, naming the option
+ * by its field ('lr'), and the CLI shows the flag (--lr); the preset and optimizer lists come from
+ * their one source. */
+TEST(cli_and_library_share_the_option_table) {
+    gptc_train_options o;
+    gptc_train_options_default(&o);
+    o.data = test_shakespeare_data();
+    o.lr = 20; /* the CLI refuses --lr 20 the same way */
+    CHECK(gptc_train(&o, NULL, NULL, NULL) == GPTC_ERR_ARG);
+    CHECK_MSG(strstr(gptc_last_error(), "'lr' 20: must be between 1e-12 and 10") && !strstr(gptc_last_error(), "--"),
+              "got: %s", gptc_last_error());
+    gptc_train_options_default(&o);
+    o.data = test_shakespeare_data();
+    o.beta1 = 1.0f;
+    CHECK(gptc_train(&o, NULL, NULL, NULL) == GPTC_ERR_ARG && strstr(gptc_last_error(), "'beta1' 1: must be between 0"));
+    gptc_train_options_default(&o);
+    o.data = test_shakespeare_data();
+    o.optimizer = "sgd";
+    CHECK(gptc_train(&o, NULL, NULL, NULL) == GPTC_ERR_ARG && strstr(gptc_last_error(), "'optimizer' sgd: unknown"));
+    char a[1024];
+    snprintf(a, sizeof a, "train --data %s --lr 20", test_shakespeare_data());
+    refused(a, "--lr 20: must be between 1e-12 and 10");
+    snprintf(a, sizeof a, "train --data %s --optimizer sgd", test_shakespeare_data());
+    refused(a, "--optimizer sgd: unknown (expected one of adamw");
+    /* a library message that names a field mid-sentence reaches the user with the flag */
+    snprintf(a, sizeof a, "train --data %s --seq 512", test_shakespeare_data());
+    refused(a, "--seq 512: longer than the model's context 128; use --seq <= 128 or a larger --context");
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s train --help", test_gptc_bin());
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    char presets[256];
+    snprintf(presets, sizeof presets, "(one of: %s)", gptc_model_preset_names());
+    CHECK_MSG(out && strstr(out, presets) && strstr(out, "--optimizer NAME"), "got: %s", out);
+    free(out);
+}

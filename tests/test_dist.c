@@ -130,8 +130,8 @@ TEST(dist_zero1_one_rank_equals_plain) {
     CHECK_EQ_INT(b.n, 4);
     for (int i = 0; i < a.n && i < b.n; i++) CHECK_MSG(a.loss[i] == b.loss[i], "step %d: %.9g vs %.9g", i + 1, a.loss[i], b.loss[i]);
     o.zero = 2;
-    CHECK(gptc_train(&o, NULL, NULL, NULL) == GPTC_ERR_ARG && strstr(gptc_last_error(), "--zero"));
+    CHECK(gptc_train(&o, NULL, NULL, NULL) == GPTC_ERR_ARG && strstr(gptc_last_error(), "'zero'"));
     o.zero = 0;
     o.bucket_mb = -1;
-    CHECK(gptc_train(&o, NULL, NULL, NULL) == GPTC_ERR_ARG && strstr(gptc_last_error(), "--bucket-mb"));
+    CHECK(gptc_train(&o, NULL, NULL, NULL) == GPTC_ERR_ARG && strstr(gptc_last_error(), "'bucket_mb'"));
 }

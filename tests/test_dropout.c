@@ -191,9 +191,10 @@ TEST(dropout_resume_is_bit_exact) {
         float got = i < 6 ? first.loss[i] : second.loss[i - 6];
         CHECK_MSG(got == whole.loss[i], "step %d: %.9g vs %.9g", i + 1, got, whole.loss[i]);
     }
-    /* the schedule: 0 up to step 4 (0-based), then linear to 0.2 at step 10 */
-    CHECK(whole.drop[0] == 0 && whole.drop[4] == 0);
-    CHECK_NEAR(whole.drop[7], 0.1, 1e-6);
+    /* the schedule: 0 up to the step logged 4 (drop[3]), then linear to 0.2 at the step logged 10 */
+    CHECK(whole.drop[0] == 0 && whole.drop[3] == 0 && whole.drop[4] > 0);
+    CHECK_NEAR(whole.drop[6], 0.1, 1e-6);
+    CHECK_NEAR(whole.drop[9], 0.2, 1e-6);
     CHECK_NEAR(whole.drop[11], 0.2, 1e-6);
     /* dropout changes the training losses once it is on (and not before) */
     o.ckpt_dir = NULL;
@@ -222,6 +223,42 @@ TEST(dropout_off_for_evaluation) {
     CHECK(with.loss[0] != without.loss[0]);
 }
 
+/* The step convention (optim/hparam.h): a point "N:V" is reached at the step the log numbers N, for
+ * every schedule; before it the value is still on its way. */
+typedef struct { float lr[16], drop[16], wd[16]; int step[16], n; } sched_rec;
+static int record_sched(void *user, const gptc_step_info *in) {
+    sched_rec *r = user;
+    if (in->event != GPTC_EVENT_STEP || r->n >= 16) return 0;
+    r->step[r->n] = in->step;
+    r->lr[r->n] = in->lr;
+    r->drop[r->n] = in->dropout;
+    r->wd[r->n] = in->weight_decay;
+    r->n++;
+    return 0;
+}
+
+TEST(schedule_point_reached_at_the_logged_step) {
+    gptc_train_options o;
+    train_opts(&o);
+    o.steps = 8;
+    o.dropout_schedule = "6:0.1";             /* held at 0.1 from the first step: a single point */
+    o.attn_dropout_schedule = NULL;
+    o.lr_schedule = "1:0.001,5:0.005";        /* 0.001 at logged step 1, 0.005 at logged step 5 */
+    o.weight_decay_schedule = "0:0,6:0.3";    /* 0.05 a step: 0.3 at logged step 6 */
+    sched_rec r = {0};
+    gptc_train_result res;
+    CHECK_OK(gptc_train(&o, record_sched, &r, &res));
+    CHECK_EQ_INT(r.n, 8);
+    for (int i = 0; i < r.n; i++) CHECK_EQ_INT(r.step[i], i + 1);
+    CHECK_NEAR(r.lr[0], 0.001, 1e-9);         /* logged step 1 */
+    CHECK_NEAR(r.lr[3], 0.004, 1e-9);         /* logged step 4 */
+    CHECK_NEAR(r.lr[4], 0.005, 1e-9);         /* logged step 5: the point */
+    CHECK_NEAR(r.wd[4], 0.25, 1e-7);          /* logged step 5: not yet */
+    CHECK_NEAR(r.wd[5], 0.3, 1e-7);           /* logged step 6: the point */
+    CHECK_NEAR(r.drop[0], 0.1, 1e-7);
+    CHECK_NEAR(r.drop[5], 0.1, 1e-7);
+}
+
 TEST(hparam_schedule_parse_and_values) {
     gptc_hparam_schedule s;
     CHECK_OK(gptc_hparam_parse(&s, "0:0.0,10000:0.0,50000:0.1", "--dropout-schedule", 0, 1));
@@ -237,7 +274,7 @@ TEST(hparam_schedule_parse_and_values) {
     CHECK_EQ_INT(s.n, 0);
     const char *bad[] = {"0:0.1,", "10:0.1,5:0.2", "0:x", "a:1", "0:2", "0:0.1;5:1", "-1:0", "0:nan", ":1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        gptc_status st = gptc_hparam_parse(&s, bad[i], "--dropout-schedule", 0, 1);
-        CHECK_MSG(st == GPTC_ERR_ARG && strstr(gptc_last_error(), "--dropout-schedule"), "\"%s\" accepted", bad[i]);
+        gptc_status st = gptc_hparam_parse(&s, bad[i], "'dropout_schedule'", 0, 1);
+        CHECK_MSG(st == GPTC_ERR_ARG && strstr(gptc_last_error(), "'dropout_schedule'"), "\"%s\" accepted", bad[i]);
     }
 }

@@ -295,16 +295,15 @@ static gptc_status do_prepare(const run *r, char paths[][600], int n, const char
     gptc_prepare_options o;
     gptc_prepare_options_default(&o);
     o.tokenizer = r->tokenizer ? r->tokenizer : "byte";
-    o.tokenizer_impl = r->impl;
     o.inputs = inputs;
     o.ninputs = n;
     o.out = out;
     o.val_fraction = r->f;
     o.shard_tokens = r->shard_tokens ? r->shard_tokens : 100000000;
     o.threads = r->threads;
-    o.chunk_bytes = r->chunk;
     o.doc_separator = r->sep;
-    return gptc_prepare_run(&o, res);
+    gptc_prepare_test_knobs k = {.chunk_bytes = r->chunk, .tokenizer = r->impl};
+    return gptc_prepare_run_knobs(&o, &k, res);
 }
 
 /* Prepares texts with r and checks the shards against the reference model. */
@@ -349,7 +348,7 @@ TEST(prepare_stream) {
     CHECK_NEAR(o.val_fraction, 0.1, 1e-7);
     CHECK_EQ_INT(o.shard_tokens, 100000000);
     CHECK_EQ_INT(o.threads, 0);
-    CHECK(o.doc_separator == NULL && o.progress == NULL && o.chunk_bytes == 0);
+    CHECK(o.doc_separator == NULL && o.progress == NULL);
 
     /* no val split: the whole stream is eot one eot two, in shards of 7 */
     run r = {.threads = 2, .shard_tokens = 7, .f = 0};
@@ -928,12 +927,12 @@ static int midway_child(midway_kind kind, char paths[][600], int n, const char *
         o.ninputs = n;
         o.out = out;
         o.threads = 1; /* OpenMP's thread pool does not survive fork(): one thread runs no pool */
-        o.chunk_bytes = 1000;
+        gptc_prepare_test_knobs k = {.chunk_bytes = 1000};
         o.shard_tokens = 1500;
         o.progress = midway_progress;
         o.progress_user = &m;
         gptc_prepare_result res;
-        gptc_status st = gptc_prepare_run(&o, &res);
+        gptc_status st = gptc_prepare_run_knobs(&o, &k, &res);
         bool ok = st == GPTC_ERR_IO && res.output_started && strstr(gptc_last_error(), word);
         if (!ok) printf("    child: %s: %s\n", gptc_status_name(st), gptc_last_error());
         fflush(stdout);
@@ -1014,11 +1013,11 @@ TEST(prepare_progress) {
     o.ninputs = 1;
     o.out = out;
     o.threads = 2;
-    o.chunk_bytes = 1000;
+    gptc_prepare_test_knobs k = {.chunk_bytes = 1000};
     o.progress = log_progress;
     o.progress_user = &p;
     gptc_prepare_result res;
-    CHECK_OK(gptc_prepare_run(&o, &res));
+    CHECK_OK(gptc_prepare_run_knobs(&o, &k, &res));
     CHECK(p.calls > 5 && p.monotonic);
     CHECK_EQ_INT(p.last_done, 30000);
     CHECK_EQ_INT(p.last_total, 30000);

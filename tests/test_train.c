@@ -185,11 +185,14 @@ TEST(checkpoint_round_trip_and_refusals) {
     float *mom = calloc(m.num_floats, 4), *vel = calloc(m.num_floats, 4);
     float *mom2 = calloc(m.num_floats, 4), *vel2 = calloc(m.num_floats, 4);
     for (size_t i = 0; i < m.num_floats; i++) mom[i] = (float)i * 1e-3f, vel[i] = (float)i * 1e-6f;
-    gptc_trainer_state s = {.step = 7, .seed = 123, .rng = 0xdeadbeefcafef00dULL, .loader_epoch = 2, .loader_cursor = 40};
+    gptc_trainer_state s = {.step = 7, .rng = 0xdeadbeefcafef00dULL, .loader_epoch = 2, .loader_cursor = 40};
+    s.hp.u[GPTC_HP_seed] = 123;
+    const gptc_optimizer_kind *adamw = gptc_optimizer_find("adamw");
+    float *state[2] = {mom, vel}, *state2[2] = {mom2, vel2};
     snprintf(s.tokenizer, sizeof s.tokenizer, "byte");
     const char *dir = subdir("ckpt");
     char written[1024];
-    CHECK_OK(gptc_ckpt_save(dir, &m, mom, vel, &s, 3, written, sizeof written));
+    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, (const float *const *)state, &s, 3, written, sizeof written));
     CHECK(strstr(written, "step-00000007") != NULL);
     char found_path[1024];
     bool found;
@@ -197,7 +200,7 @@ TEST(checkpoint_round_trip_and_refusals) {
     CHECK(found && strcmp(found_path, written) == 0);
     CHECK_OK(gptc_model_init(&back, &cfg));
     gptc_trainer_state s2 = {0};
-    CHECK_OK(gptc_ckpt_load(found_path, &back, mom2, vel2, &s2));
+    CHECK_OK(gptc_ckpt_load(found_path, &back, adamw, state2, &s2));
     CHECK(memcmp(back.params, m.params, m.num_floats * 4) == 0);
     bool same_m = true;
     for (int i = 0; i < m.ntensors; i++) {
@@ -206,8 +209,20 @@ TEST(checkpoint_round_trip_and_refusals) {
                   memcmp(vel + d->offset, vel2 + d->offset, d->numel * 4) == 0;
     }
     CHECK(same_m);
-    CHECK(s2.step == 7 && s2.seed == 123 && s2.rng == s.rng && s2.loader_epoch == 2 && s2.loader_cursor == 40);
+    CHECK(s2.step == 7 && s2.hp.u[GPTC_HP_seed] == 123 && s2.rng == s.rng && s2.loader_epoch == 2 && s2.loader_cursor == 40);
     CHECK(strcmp(s2.tokenizer, "byte") == 0);
+
+    /* a checkpoint of another optimizer is refused in one line naming both, before any state is read */
+    gptc_optimizer_kind other_kind = *adamw;
+    other_kind.name = "other";
+    s.step = 5;
+    char written5[1024];
+    CHECK_OK(gptc_ckpt_save(subdir("ckpt-other"), &m, &other_kind, (const float *const *)state, &s, 3, written5,
+                            sizeof written5));
+    CHECK(gptc_ckpt_load(written5, &back, adamw, state2, &s2) == GPTC_ERR_STATE);
+    CHECK_MSG(strstr(gptc_last_error(), "trained with the optimizer other, but this run asks for 'optimizer' adamw") &&
+              !strchr(gptc_last_error(), '\n'), "got: %s", gptc_last_error());
+    s.step = 7;
 
     /* another shape is refused, naming both */
     gptc_model other;
@@ -220,7 +235,7 @@ TEST(checkpoint_round_trip_and_refusals) {
 
     /* a newer but torn checkpoint: find falls back to the older valid one */
     s.step = 8;
-    CHECK_OK(gptc_ckpt_save(dir, &m, mom, vel, &s, 3, written, sizeof written));
+    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, (const float *const *)state, &s, 3, written, sizeof written));
     char model8[1200];
     snprintf(model8, sizeof model8, "%s/model.safetensors", written);
     struct stat st;
@@ -232,7 +247,7 @@ TEST(checkpoint_round_trip_and_refusals) {
     CHECK(strstr(gptc_last_error(), model8) != NULL);
     /* a bit flip in the data is caught by the checksum */
     s.step = 9;
-    CHECK_OK(gptc_ckpt_save(dir, &m, mom, vel, &s, 3, written, sizeof written));
+    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, (const float *const *)state, &s, 3, written, sizeof written));
     char model9[1200];
     snprintf(model9, sizeof model9, "%s/model.safetensors", written);
     FILE *f = fopen(model9, "r+b");
@@ -251,7 +266,7 @@ TEST(checkpoint_round_trip_and_refusals) {
     CHECK(gptc_ckpt_load(written, &back, NULL, NULL, NULL) == GPTC_ERR_FORMAT);
     /* keep = 3 pruned nothing valid too early: 7, 8, 9 exist; a 4th save removes 7 */
     s.step = 10;
-    CHECK_OK(gptc_ckpt_save(dir, &m, mom, vel, &s, 3, written, sizeof written));
+    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, (const float *const *)state, &s, 3, written, sizeof written));
     char p7[1024];
     snprintf(p7, sizeof p7, "%s/step-00000007", dir);
     CHECK(!gptc_is_dir(p7));
@@ -269,7 +284,7 @@ TEST(train_refuses_before_writing) {
     gptc_train_result r;
     o.seq = 1000; /* over the context of 64 */
     CHECK(gptc_train(&o, NULL, NULL, &r) == GPTC_ERR_ARG);
-    CHECK(strstr(gptc_last_error(), "--seq 1000") != NULL);
+    CHECK(strstr(gptc_last_error(), "'seq' 1000") != NULL);
     tiny_options(&o);
     o.ckpt_dir = subdir("never");
     o.total_batch = 100; /* not a multiple of 4*32 */
@@ -282,7 +297,7 @@ TEST(train_refuses_before_writing) {
     o.ckpt_dir = subdir("never");
     o.data = "/nonexistent/shards";
     CHECK(gptc_train(&o, NULL, NULL, &r) != GPTC_OK);
-    CHECK(strstr(gptc_last_error(), "--data") != NULL);
+    CHECK(strstr(gptc_last_error(), "'data'") != NULL);
     tiny_options(&o);
     o.ckpt_dir = subdir("never");
     o.batch = 100000; /* more windows than the data holds */
@@ -380,8 +395,8 @@ TEST(checkpoint_keeps_gelu_form_and_sampling_uses_it) {
         CHECK_OK(gptc_model_init(&other, &ocfg));
         CHECK(gptc_ckpt_load(written, &other, NULL, NULL, NULL) == GPTC_ERR_STATE);
         char want_a[32], want_b[32];
-        snprintf(want_a, sizeof want_a, "--gelu %s", gptc_gelu_name(forms[f]));
-        snprintf(want_b, sizeof want_b, "--gelu %s", gptc_gelu_name(ocfg.gelu));
+        snprintf(want_a, sizeof want_a, "'model.gelu' %s", gptc_gelu_name(forms[f]));
+        snprintf(want_b, sizeof want_b, "'model.gelu' %s", gptc_gelu_name(ocfg.gelu));
         CHECK_MSG(strstr(gptc_last_error(), want_a) && strstr(gptc_last_error(), want_b), "got: %s", gptc_last_error());
         gptc_model_free(&other);
 
@@ -435,7 +450,7 @@ TEST(train_resume_refuses_another_gelu) {
     o.steps = 3;
     o.model.gelu = GPTC_GELU_KIND_TANH;
     CHECK(gptc_train(&o, NULL, NULL, &r) == GPTC_ERR_STATE);
-    CHECK_MSG(strstr(gptc_last_error(), "--gelu erf") && strstr(gptc_last_error(), "--gelu tanh"), "got: %s",
+    CHECK_MSG(strstr(gptc_last_error(), "'model.gelu' erf") && strstr(gptc_last_error(), "'model.gelu' tanh"), "got: %s",
               gptc_last_error());
     char step3[1024];
     snprintf(step3, sizeof step3, "%s/step-00000003", o.ckpt_dir);

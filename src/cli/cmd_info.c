@@ -45,13 +45,19 @@ int gptc_cmd_info(int argc, char **argv) {
     gptc_peak_cache_file(NULL, cache, sizeof cache);
     printf("peak cache (the larger of these and earlier probes, per thread count): %s\n", cache);
     printf("presets:\n");
-    const char *names[] = {"tiny", "small-cpu", "medium-cpu", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    /* the one preset list (src/model/config.c), "a, b, c" */
+    const char *list = gptc_model_preset_names();
+    while (*list) {
+        char name[32];
+        size_t len = strcspn(list, ",");
+        snprintf(name, sizeof name, "%.*s", (int)len, list);
+        list += len;
+        while (*list == ',' || *list == ' ') list++;
         gptc_model_config m;
-        gptc_model_preset(names[i], &m);
+        if (gptc_model_preset(name, &m)) continue;
         int vocab_given = m.vocab;
         if (!m.vocab) m.vocab = 257;
-        printf("  %-12s layers %2d heads %2d channels %4d context %4d vocab %s  %8.2fM params%s\n", names[i], m.layers,
+        printf("  %-12s layers %2d heads %2d channels %4d context %4d vocab %s  %8.2fM params%s\n", name, m.layers,
                m.heads, m.channels, m.context, vocab_given ? "50257" : "data ", gptc_model_num_params(&m) / 1e6,
                vocab_given ? "" : " (with the byte vocab)");
     }

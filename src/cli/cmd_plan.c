@@ -12,7 +12,7 @@
 typedef struct plan_cli {
     const char *model;
     int batch, seq;
-    const char *dtype, *recompute;
+    const char *dtype, *recompute, *optimizer;
     int ranks, zero, threads;
     int naive_attention, no_fusion;
     float memory_gib;
@@ -20,13 +20,14 @@ typedef struct plan_cli {
 
 #define F(field) offsetof(plan_cli, field)
 static const gptc_option g_plan_opts[] = {
-    {"model", OPT_STRING, F(model), "NAME", "model preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny, small-cpu, medium-cpu", 0, 0},
+    {"model", OPT_STRING, F(model), "NAME", "model preset", 0, 0},
     {"batch", OPT_INT, F(batch), "B", "sequences per micro-step", 1, 1 << 20},
     {"seq", OPT_INT, F(seq), "T", "tokens per sequence (0: the model's context)", 0, 1 << 20},
     {"dtype", OPT_STRING, F(dtype), "D", "fp32 or bf16", 0, 0},
     {"recompute", OPT_STRING, F(recompute), "LEVEL", "none, gelu, attn or block (as gptc train --recompute)", 0, 0},
     {"ranks", OPT_INT, F(ranks), "N", "data-parallel ranks", 1, 1 << 20},
-    {"zero", OPT_INT, F(zero), "0|1", "1: ZeRO-1, the AdamW moments split over the ranks", 0, 1},
+    {"optimizer", OPT_STRING, F(optimizer), "NAME", "the optimizer whose state is planned (as gptc train --optimizer)", 0, 0},
+    {"zero", OPT_INT, F(zero), "0|1", "1: ZeRO-1, the optimizer state split over the ranks", 0, 1},
     {"threads", OPT_INT, F(threads), "N", "OpenMP threads per rank (0: all cores)", 0, 4096},
     {"naive-attention", OPT_FLAG, F(naive_attention), "", "plan for the attention that stores the T x T scores", 0, 0},
     {"no-fusion", OPT_FLAG, F(no_fusion), "", "plan for the unfused path (whole (B,T,V) logits)", 0, 0},
@@ -48,7 +49,7 @@ static const char *human(char *buf, size_t cap, size_t bytes) {
 }
 
 int gptc_cmd_plan(int argc, char **argv) {
-    plan_cli c = {.model = "gpt2", .batch = 1, .dtype = "fp32", .recompute = "none", .ranks = 1}, d = c;
+    plan_cli c = {.model = "gpt2", .batch = 1, .dtype = "fp32", .recompute = "none", .optimizer = "adamw", .ranks = 1}, d = c;
     bool help;
     int npos;
     if (gptc_options_parse(&gptc_cmd_plan_spec, &c, argc, argv, NULL, NULL, &npos, &help)) {
@@ -70,6 +71,7 @@ int gptc_cmd_plan(int argc, char **argv) {
     r.seq = c.seq ? c.seq : r.model.context;
     r.ranks = c.ranks;
     r.zero = c.zero;
+    r.optimizer = c.optimizer;
     r.threads = c.threads;
     r.naive_attention = c.naive_attention;
     r.no_fusion = c.no_fusion;

@@ -1,6 +1,7 @@
 /* options.c — the table-driven option parser and --help writer. */
 #include "cli/options.h"
 #include "core/core.h"
+#include "optim/optimizer.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -153,27 +154,82 @@ gptc_status gptc_options_parse(const gptc_command_spec *cmd, void *dst, int argc
     return GPTC_OK;
 }
 
+/* The values --model and --optimizer take, from the one list each (src/model/config.c, the
+ * optimizer registry), so help text never copies them; NULL for other options. */
+static const char *choices_of(const gptc_option *o) {
+    if (o->type != OPT_STRING) return NULL;
+    if (strcmp(o->name, "model") == 0) return gptc_model_preset_names();
+    if (strcmp(o->name, "optimizer") == 0) return gptc_optimizer_names();
+    return NULL;
+}
+
+/* " (default X)" for option o read from defaults, or "" */
+static void default_text(const gptc_option *o, const void *defaults, char *def, size_t cap) {
+    const char *field = (const char *)defaults + o->offset;
+    def[0] = '\0';
+    switch (o->type) {
+    case OPT_INT: snprintf(def, cap, "%d", *(const int *)field); break;
+    case OPT_LONG: snprintf(def, cap, "%ld", *(const long *)field); break;
+    case OPT_U64: snprintf(def, cap, "%llu", (unsigned long long)*(const uint64_t *)field); break;
+    case OPT_FLOAT: snprintf(def, cap, "%g", *(const float *)field); break;
+    case OPT_LIST:
+    case OPT_STRING: {
+        const char *s = *(const char *const *)field;
+        if (s && *s) snprintf(def, cap, "%s", s);
+        break;
+    }
+    case OPT_FLAG: break;
+    }
+}
+
+static bool g_markdown; /* gptc_options_help writes Markdown (gptc help --markdown) */
+
+void gptc_options_help_markdown(bool on) { g_markdown = on; }
+
 void gptc_options_help(FILE *f, const gptc_command_spec *cmd, const void *defaults) {
+    if (g_markdown) {
+        gptc_options_markdown(f, cmd, defaults);
+        return;
+    }
     fprintf(f, "usage: %s\n%s\n\noptions:\n", cmd->usage, cmd->summary);
     for (int j = 0; j < cmd->noptions; j++) {
         const gptc_option *o = &cmd->options[j];
-        char head[64], def[96] = "";
+        char head[64], def[96], choices[256] = "";
         snprintf(head, sizeof head, "--%s%s%s", o->name, o->type == OPT_FLAG ? "" : " ", o->type == OPT_FLAG ? "" : o->meta);
-        const char *field = (const char *)defaults + o->offset;
-        switch (o->type) {
-        case OPT_INT: snprintf(def, sizeof def, " (default %d)", *(const int *)field); break;
-        case OPT_LONG: snprintf(def, sizeof def, " (default %ld)", *(const long *)field); break;
-        case OPT_U64: snprintf(def, sizeof def, " (default %llu)", (unsigned long long)*(const uint64_t *)field); break;
-        case OPT_FLOAT: snprintf(def, sizeof def, " (default %g)", *(const float *)field); break;
-        case OPT_LIST:
-        case OPT_STRING: {
-            const char *s = *(const char *const *)field;
-            if (s && *s) snprintf(def, sizeof def, " (default %s)", s);
-            break;
-        }
-        case OPT_FLAG: break;
-        }
-        fprintf(f, "  %-24s %s%s\n", head, o->help, def);
+        default_text(o, defaults, def, sizeof def);
+        if (choices_of(o)) snprintf(choices, sizeof choices, " (one of: %s)", choices_of(o));
+        fprintf(f, "  %-24s %s%s%s%s%s\n", head, o->help, choices, *def ? " (default " : "", def, *def ? ")" : "");
     }
     fprintf(f, "  %-24s %s\n", "--help", "show this help");
+}
+
+/* text with '|' escaped, for a Markdown table cell */
+static void md_cell(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '|') fputc('\\', f);
+        fputc(*s, f);
+    }
+}
+
+void gptc_options_markdown(FILE *f, const gptc_command_spec *cmd, const void *defaults) {
+    fprintf(f, "## gptc %s\n\n%s\n\n```\n%s\n```\n\n| option | default | description |\n|---|---|---|\n", cmd->name,
+            cmd->summary, cmd->usage);
+    for (int j = 0; j < cmd->noptions; j++) {
+        const gptc_option *o = &cmd->options[j];
+        char def[96];
+        default_text(o, defaults, def, sizeof def);
+        fprintf(f, "| `--%s%s", o->name, o->type == OPT_FLAG ? "" : " ");
+        if (o->type != OPT_FLAG) md_cell(f, o->meta);
+        fputs("` | ", f);
+        if (*def) fprintf(f, "`%s`", def);
+        fputs(" | ", f);
+        md_cell(f, o->help);
+        if (choices_of(o)) {
+            fputs(" (one of: ", f);
+            md_cell(f, choices_of(o));
+            fputs(")", f);
+        }
+        fputs(" |\n", f);
+    }
+    fputs("\n", f);
 }

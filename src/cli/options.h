@@ -41,5 +41,14 @@ gptc_status gptc_options_parse(const gptc_command_spec *cmd, void *dst, int argc
 
 /* Writes the usage and every option with its default (read from defaults) to f. */
 void gptc_options_help(FILE *f, const gptc_command_spec *cmd, const void *defaults);
+/* on: gptc_options_help writes gptc_options_markdown's section instead (`gptc help --markdown`). */
+void gptc_options_help_markdown(bool on);
+/* The same as a Markdown section (docs/cli.md): a heading, the usage, a table of the options. */
+void gptc_options_markdown(FILE *f, const gptc_command_spec *cmd, const void *defaults);
+
+/* Library messages name an option by its gptc_train_options field in single quotes ('lr',
+ * 'model.context'; train/hparams.h); the CLI shows the flag instead. Copies msg to out (cap bytes)
+ * with each quoted field that has a flag of `gptc train` replaced by --flag. */
+void gptc_cli_flag_names(const char *msg, char *out, size_t cap);
 
 #endif

@@ -27,6 +27,9 @@ void gptc_assert_fail(const char *expr, const char *file, int line) __attribute_
  * prefix when the world has more than one rank */
 void gptc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gptc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A rewrite of every gptc_log and gptc_warn line before it is printed (NULL: none): the CLI shows
+ * flags where the library names options (cli/options.h, gptc_cli_flag_names). */
+void gptc_log_set_rewrite(void (*fn)(const char *msg, char *out, size_t cap));
 /* The rank and world the prefix and gptc_log go by (set by gptc_dist_init; 0 and 1 until then). */
 void gptc_log_set_rank(int rank, int world);
 /* Writes "[rank r] " to f when the world has more than one rank (for the CLI's error lines). */

@@ -122,6 +122,16 @@ typedef struct gptc_data_meta {
 } gptc_data_meta;
 gptc_status gptc_data_meta_read(const char *spec, gptc_data_meta *meta, bool *found);
 
+/* ---- knobs of gptc_prepare_run that only the tests turn (tests/test_prepare.c) */
+typedef struct gptc_prepare_test_knobs {
+    size_t chunk_bytes;              /* bytes per encoding chunk (0: input/(4 x threads), 64 KiB to 1 MiB);
+                                      * when set, forced cuts come after 32 chunks instead of 8 MiB */
+    const gptc_tokenizer *tokenizer; /* used instead of opening o->tokenizer (NULL: open it) */
+} gptc_prepare_test_knobs;
+/* gptc_prepare_run with those knobs (k NULL: none, as gptc_prepare_run). */
+gptc_status gptc_prepare_run_knobs(const gptc_prepare_options *o, const gptc_prepare_test_knobs *k,
+                                   gptc_prepare_result *res);
+
 /* ---- prepare internals (src/data/prepare*.c; the entry points are gptc_prepare_run and
  * gptc_prepare in gptc.h) */
 

@@ -104,10 +104,11 @@ static gptc_status prepare_check(const gptc_prepare_options *o, uint64_t *sizes,
 }
 
 /* Opens the tokenizer (or takes the one the tests give) and checks that its ids fit a shard. */
-static gptc_status prepare_tokenizer(const gptc_prepare_options *o, gptc_tokenizer **tok, bool *owned) {
+static gptc_status prepare_tokenizer(const gptc_prepare_options *o, const gptc_prepare_test_knobs *k,
+                                     gptc_tokenizer **tok, bool *owned) {
     *owned = false;
-    if (o->tokenizer_impl) {
-        *tok = (gptc_tokenizer *)o->tokenizer_impl;
+    if (k->tokenizer) {
+        *tok = (gptc_tokenizer *)k->tokenizer;
     } else {
         gptc_status st = gptc_tokenizer_open(o->tokenizer, tok);
         if (st != GPTC_OK) {
@@ -279,6 +280,7 @@ typedef struct prepare_run {
     prepare_slot *slots;     /* [maxchunks] */
     int maxchunks;
     size_t chunk_bytes;
+    const gptc_prepare_test_knobs *k; /* the tests' knobs (all zero otherwise) */
     gptc_prep_reader reader;
     gptc_prep_writer writer;
 } prepare_run;
@@ -305,9 +307,10 @@ static gptc_status prepare_setup(prepare_run *r) {
     if (r->nthreads > PREPARE_MAX_THREADS) r->nthreads = PREPARE_MAX_THREADS;
     r->maxchunks = 2 * r->nthreads; /* more chunks than threads evens out their encoding times */
     size_t max_chunk = PREPARE_FORCED_CUT;
-    if (o->chunk_bytes) {
-        r->chunk_bytes = o->chunk_bytes;
-        max_chunk = o->chunk_bytes > SIZE_MAX / PREPARE_FORCED_CHUNKS ? SIZE_MAX : o->chunk_bytes * PREPARE_FORCED_CHUNKS;
+    size_t knob = r->k->chunk_bytes;
+    if (knob) {
+        r->chunk_bytes = knob;
+        max_chunk = knob > SIZE_MAX / PREPARE_FORCED_CHUNKS ? SIZE_MAX : knob * PREPARE_FORCED_CHUNKS;
     } else {
         uint64_t c = r->total / (4 * (uint64_t)r->nthreads);
         r->chunk_bytes = c < PREPARE_CHUNK_MIN ? PREPARE_CHUNK_MIN : c > PREPARE_CHUNK_MAX ? PREPARE_CHUNK_MAX : (size_t)c;
@@ -360,6 +363,12 @@ static gptc_status prepare_stream(prepare_run *r, uint64_t *val_start) {
 }
 
 gptc_status gptc_prepare_run(const gptc_prepare_options *o, gptc_prepare_result *res) {
+    return gptc_prepare_run_knobs(o, NULL, res);
+}
+
+gptc_status gptc_prepare_run_knobs(const gptc_prepare_options *o, const gptc_prepare_test_knobs *k,
+                                   gptc_prepare_result *res) {
+    static const gptc_prepare_test_knobs none = {0};
     gptc_prepare_result local;
     if (!res) res = &local;
     memset(res, 0, sizeof *res);
@@ -367,6 +376,7 @@ gptc_status gptc_prepare_run(const gptc_prepare_options *o, gptc_prepare_result 
     prepare_run r;
     memset(&r, 0, sizeof r);
     r.o = o;
+    r.k = k ? k : &none;
     r.reader.fd = -1;
     r.writer.fd = -1;
     gptc_status st = GPTC_OK;
@@ -380,7 +390,7 @@ gptc_status gptc_prepare_run(const gptc_prepare_options *o, gptc_prepare_result 
         goto done;
     }
     if ((st = prepare_check(o, r.sizes, &r.total)) != GPTC_OK) goto done;
-    if ((st = prepare_tokenizer(o, &r.tok, &r.own_tok)) != GPTC_OK) goto done;
+    if ((st = prepare_tokenizer(o, r.k, &r.tok, &r.own_tok)) != GPTC_OK) goto done;
     if ((st = prepare_setup(&r)) != GPTC_OK) goto done;
     res->threads = r.nthreads;
     res->input_bytes = r.total;

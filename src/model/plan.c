@@ -2,6 +2,7 @@
  * model's arenas from layout.c's planning, the kernel scratch from the kernels layer
  * (gptc_gemm_scratch, the table's flash_scratch entries), so the plan cannot drift from the allocations. */
 #include "model/plan.h"
+#include "optim/optimizer.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -108,7 +109,9 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     out->params = mb.params;
     /* ZeRO-1 on many ranks also receives its shard of the reduced gradients (src/dist/dist.h) */
     out->grads = mb.grads + (r->zero && r->ranks > 1 ? gptc_alloc_block_bytes(share * sizeof(float)) : 0);
-    out->optim = 2 * gptc_alloc_block_bytes(share * sizeof(float));
+    const gptc_optimizer_kind *opt = r->optimizer ? gptc_optimizer_find(r->optimizer) : gptc_optimizers[0];
+    if (!opt) return gptc_fail(GPTC_ERR_ARG, "'optimizer' %s: unknown (expected one of %s)", r->optimizer, gptc_optimizer_names());
+    out->optim = gptc_optimizer_state_bytes(opt, share);
     out->acts = mb.acts + 2 * batch_copy; /* the trainer's own (B,T) inputs and targets */
     out->workspace = work;
     out->total = out->params + out->grads + out->optim + out->acts + out->workspace;

@@ -160,7 +160,30 @@ static void remove_stale(const char *dir) {
     closedir(d);
 }
 
-gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mom, const float *vel,
+/* The trainer state and the keyed options of train/hparams.def as metadata. */
+static void meta_state(meta_list *ol, const gptc_model *m, const gptc_optimizer_kind *opt, const gptc_trainer_state *s) {
+    meta_config(ol, &m->cfg, s->tokenizer);
+    meta_add(ol, "gptc.step", "%d", s->step);
+    meta_add(ol, "gptc.rng", "%" PRIu64, s->rng);
+    meta_add(ol, "gptc.loader_epoch", "%" PRIu64, s->loader_epoch);
+    meta_add(ol, "gptc.loader_cursor", "%" PRIu64, s->loader_cursor);
+    for (int k = 0; k < GPTC_HP_N; k++) {
+        if (!gptc_hps[k].ckpt_key) continue;
+        char v[GPTC_HPARAM_SPEC_MAX];
+        gptc_hp_format(&s->hp, k, v, sizeof v);
+        if (k == GPTC_HP_optimizer) snprintf(v, sizeof v, "%s", opt->name); /* the state's, whatever the options say */
+        meta_add(ol, gptc_hps[k].ckpt_key, "%s", v);
+    }
+    meta_add(ol, "gptc.lr_scale", "%.9g", s->lr_scale > 0 ? s->lr_scale : 1); /* 0: never set */
+    meta_add(ol, "gptc.rollbacks", "%d", s->rollbacks);
+    meta_add(ol, "gptc.bad_run", "%d", s->bad_run);
+    meta_add(ol, "gptc.override.lr", "%.9g", s->ov_lr);
+    meta_add(ol, "gptc.override.dropout", "%.9g", s->ov_dropout);
+    meta_add(ol, "gptc.override.attn_dropout", "%.9g", s->ov_attn_dropout);
+    meta_add(ol, "gptc.override.weight_decay", "%.9g", s->ov_weight_decay);
+}
+
+gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_optimizer_kind *opt, const float *const *state,
                            const gptc_trainer_state *s, int keep, char *written, size_t cap) {
     char tmp[4096], final[4096], path[4096];
     gptc_status st = gptc_mkdir_p(dir);
@@ -171,55 +194,28 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mo
     gptc_remove_tree(tmp);
     if ((st = gptc_mkdir_p(tmp))) return st;
 
-    int n = m->ntensors;
-    char(*names)[64] = malloc(sizeof *names * n * 2);
-    gptc_st_entry *e = malloc(sizeof *e * (n * 2 + 1));
-    if (!names || !e) {
+    int n = m->ntensors, nb = opt ? opt->nstates : 0;
+    char(*names)[64] = malloc(sizeof *names * n * (nb ? nb : 1));
+    gptc_st_entry *e = malloc(sizeof *e * (n * (nb ? nb : 1) + 1));
+    meta_list *ol = calloc(1, sizeof *ol);
+    if (!names || !e || !ol) {
         st = gptc_fail(GPTC_ERR_NOMEM, "%s: out of memory", final);
         goto done;
     }
     if ((st = gptc_weights_write_hf(tmp, m, s->tokenizer, GPTC_F32, false))) goto done;
-    if (mom && vel) {
-        meta_list ol = {0};
-        meta_config(&ol, &m->cfg, s->tokenizer);
-        meta_add(&ol, "gptc.step", "%d", s->step);
-        meta_add(&ol, "gptc.seed", "%" PRIu64, s->seed);
-        meta_add(&ol, "gptc.rng", "%" PRIu64, s->rng);
-        meta_add(&ol, "gptc.loader_epoch", "%" PRIu64, s->loader_epoch);
-        meta_add(&ol, "gptc.loader_cursor", "%" PRIu64, s->loader_cursor);
-        meta_add(&ol, "gptc.lr", "%.9g", s->lr);
-        meta_add(&ol, "gptc.lr_floor", "%.9g", s->lr_floor);
-        meta_add(&ol, "gptc.warmup", "%d", s->warmup);
-        meta_add(&ol, "gptc.steps", "%d", s->steps);
-        meta_add(&ol, "gptc.weight_decay", "%.9g", s->weight_decay);
-        meta_add(&ol, "gptc.beta1", "%.9g", s->beta1);
-        meta_add(&ol, "gptc.beta2", "%.9g", s->beta2);
-        meta_add(&ol, "gptc.eps", "%.9g", s->eps);
-        meta_add(&ol, "gptc.clip", "%.9g", s->clip);
-        meta_add(&ol, "gptc.batch", "%d", s->batch);
-        meta_add(&ol, "gptc.seq", "%d", s->seq);
-        meta_add(&ol, "gptc.total_batch", "%ld", s->total_batch);
-        meta_add(&ol, "gptc.lr_scale", "%.9g", s->lr_scale > 0 ? s->lr_scale : 1); /* 0: never set */
-        meta_add(&ol, "gptc.rollbacks", "%d", s->rollbacks);
-        meta_add(&ol, "gptc.bad_run", "%d", s->bad_run);
-        meta_add(&ol, "gptc.lr_schedule", "%s", s->lr_schedule);
-        meta_add(&ol, "gptc.dropout_schedule", "%s", s->dropout_schedule);
-        meta_add(&ol, "gptc.attn_dropout_schedule", "%s", s->attn_dropout_schedule);
-        meta_add(&ol, "gptc.weight_decay_schedule", "%s", s->weight_decay_schedule);
-        meta_add(&ol, "gptc.dropout", "%.9g", s->dropout);
-        meta_add(&ol, "gptc.attn_dropout", "%.9g", s->attn_dropout);
-        meta_add(&ol, "gptc.override.lr", "%.9g", s->ov_lr);
-        meta_add(&ol, "gptc.override.dropout", "%.9g", s->ov_dropout);
-        meta_add(&ol, "gptc.override.attn_dropout", "%.9g", s->ov_attn_dropout);
-        meta_add(&ol, "gptc.override.weight_decay", "%.9g", s->ov_weight_decay);
-        fill_entries(m, mom, "exp_avg.", names, e);
-        fill_entries(m, vel, "exp_avg_sq.", names + n, e + n);
-        int ne = 2 * n;
+    if (opt && state) {
+        meta_state(ol, m, opt, s);
+        char prefix[64];
+        for (int b = 0; b < nb; b++) {
+            snprintf(prefix, sizeof prefix, "%s.", opt->state_names[b]);
+            fill_entries(m, state[b], prefix, names + b * n, e + b * n);
+        }
+        int ne = nb * n;
         if (s->guard && s->guard_len) /* the step guard's window: one more tensor */
             e[ne++] = (gptc_st_entry){.name = GUARD_TENSOR, .dtype = GPTC_F32, .ndim = 1, .shape = {(int64_t)s->guard_len},
                                       .data = s->guard};
         snprintf(path, sizeof path, "%s/" OPTIM_FILE, tmp);
-        if ((st = gptc_st_write(path, e, ne, ol.keys, ol.vptr, ol.n))) goto done;
+        if ((st = gptc_st_write(path, e, ne, ol->keys, ol->vptr, ol->n))) goto done;
     }
     if ((st = gptc_fsync_dir(tmp))) goto done;
     /* replace an existing folder of the same step (a re-save after a resume or a rollback): swapped
@@ -258,6 +254,7 @@ done:
     if (st) gptc_remove_tree(tmp);
     free(names);
     free(e);
+    free(ol);
     return st;
 }
 
@@ -375,7 +372,7 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
         if (n == 1) snprintf(which, sizeof which, "its only checkpoint, %s, does not load", steps[0].name);
         else snprintf(which, sizeof which, "none of its %d checkpoints loads (the newest, %s)", n, steps[n - 1].name);
         st = gptc_fail(GPTC_ERR_FORMAT,
-                       "%s: %s: %s; move the damaged folder%s away to start afresh, or use another --ckpt folder", dir,
+                       "%s: %s: %s; move the damaged folder%s away to start afresh, or use another checkpoint folder", dir,
                        which, why[0] ? why[0] : "damaged", n > 1 ? "s" : "");
     }
     for (int i = 0; i < nwhy; i++) free(why[i]);
@@ -414,77 +411,87 @@ static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, cons
     return GPTC_OK;
 }
 
-gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, float *vel, gptc_trainer_state *s) {
-    return gptc_ckpt_load_range(step_dir, m, mom, vel, 0, m->num_floats, s);
+gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, const gptc_optimizer_kind *opt, float *const *state,
+                           gptc_trainer_state *s) {
+    return gptc_ckpt_load_range(step_dir, m, opt, state, 0, m->num_floats, s);
 }
 
-gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, float *mom, float *vel, size_t lo, size_t hi,
-                                 gptc_trainer_state *s) {
+/* The keyed options of train/hparams.def from the metadata: REQ keys must be there, OPT keys take
+ * the option's default when missing (checkpoints from before them). */
+static gptc_status load_hparams(const gptc_st_file *f, gptc_hp_values *hp) {
+    for (int k = 0; k < GPTC_HP_N; k++) {
+        const gptc_hp_info *h = &gptc_hps[k];
+        if (!h->ckpt_key) continue;
+        const char *v = gptc_st_meta(f, h->ckpt_key);
+        if (!v && h->ckpt == GPTC_HP_CK_OPT) {
+            gptc_hp_default_value(hp, k);
+            continue;
+        }
+        if (!v || (!*v && h->kind != GPTC_HP_TEXT))
+            return gptc_fail(GPTC_ERR_FORMAT, "%s: metadata %s missing; not a gptc checkpoint", f->path, h->ckpt_key);
+        if (!gptc_hp_parse_value(hp, k, v))
+            return gptc_fail(GPTC_ERR_FORMAT, "%s: metadata %s=\"%s\" is not a number", f->path, h->ckpt_key, v);
+    }
+    return GPTC_OK;
+}
+
+/* The position, the step guard's counters and the callbacks' overrides (checkpoints from before the
+ * guard had none: scale 1; from before the overrides: none). */
+static gptc_status load_position(const gptc_st_file *f, gptc_trainer_state *s) {
+    gptc_status st;
+    if ((st = meta_int(f, "gptc.step", &s->step)) || (st = meta_u64(f, "gptc.rng", &s->rng)) ||
+        (st = meta_u64(f, "gptc.loader_epoch", &s->loader_epoch)) ||
+        (st = meta_u64(f, "gptc.loader_cursor", &s->loader_cursor)))
+        return st;
+    s->lr_scale = 1;
+    if (gptc_st_meta(f, "gptc.lr_scale") &&
+        ((st = meta_float(f, "gptc.lr_scale", &s->lr_scale)) || (st = meta_int(f, "gptc.rollbacks", &s->rollbacks)) ||
+         (st = meta_int(f, "gptc.bad_run", &s->bad_run))))
+        return st;
+    if (!(s->lr_scale > 0 && s->lr_scale <= 1))
+        return gptc_fail(GPTC_ERR_FORMAT, "%s: metadata gptc.lr_scale=%g is out of (0, 1]", f->path, s->lr_scale);
+    s->ov_lr = s->ov_dropout = s->ov_attn_dropout = s->ov_weight_decay = NAN;
+    if (gptc_st_meta(f, "gptc.override.lr") &&
+        ((st = meta_float(f, "gptc.override.lr", &s->ov_lr)) || (st = meta_float(f, "gptc.override.dropout", &s->ov_dropout)) ||
+         (st = meta_float(f, "gptc.override.attn_dropout", &s->ov_attn_dropout)) ||
+         (st = meta_float(f, "gptc.override.weight_decay", &s->ov_weight_decay))))
+        return st;
+    return GPTC_OK;
+}
+
+gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, const gptc_optimizer_kind *opt,
+                                 float *const *state, size_t lo, size_t hi, gptc_trainer_state *s) {
     char path[4096];
     gptc_weights_info info;
     gptc_status st = gptc_weights_probe(step_dir, &info);
     if (st) return st;
-    if (mom && info.format != GPTC_WEIGHTS_GPTC)
+    if (state && info.format != GPTC_WEIGHTS_GPTC)
         return gptc_fail(GPTC_ERR_STATE, "%s: %s weights without a training state, not a checkpoint to resume; start "
-                         "from them with --init %s and a new --ckpt folder",
+                         "from them with 'init' %s and a new 'ckpt_dir' folder",
                          step_dir, gptc_weights_format_name(info.format), step_dir);
     st = gptc_weights_load(&info, m);
-    if (st || !mom) return st;
+    if (st || !state) return st;
     gptc_st_file f = {0};
     snprintf(path, sizeof path, "%s/" OPTIM_FILE, step_dir);
     if ((st = gptc_st_open(&f, path))) return st;
-    memset(mom, 0, (hi - lo) * sizeof(float));
-    memset(vel, 0, (hi - lo) * sizeof(float));
-    if ((st = load_tensors(&f, m, "exp_avg.", mom, lo, hi)) || (st = load_tensors(&f, m, "exp_avg_sq.", vel, lo, hi)))
-        goto done;
-    float *guard_buf = s->guard;
-    size_t guard_cap = s->guard_len;
-    memset(s, 0, sizeof *s);
-    s->guard = guard_buf;
-    s->guard_len = guard_cap;
-    if ((st = meta_int(&f, "gptc.step", &s->step)) || (st = meta_u64(&f, "gptc.seed", &s->seed)) ||
-        (st = meta_u64(&f, "gptc.rng", &s->rng)) || (st = meta_u64(&f, "gptc.loader_epoch", &s->loader_epoch)) ||
-        (st = meta_u64(&f, "gptc.loader_cursor", &s->loader_cursor)))
-        goto done;
-    uint64_t total = 0;
-    if ((st = meta_float(&f, "gptc.lr", &s->lr)) || (st = meta_float(&f, "gptc.lr_floor", &s->lr_floor)) ||
-        (st = meta_int(&f, "gptc.warmup", &s->warmup)) || (st = meta_int(&f, "gptc.steps", &s->steps)) ||
-        (st = meta_float(&f, "gptc.weight_decay", &s->weight_decay)) || (st = meta_float(&f, "gptc.beta1", &s->beta1)) ||
-        (st = meta_float(&f, "gptc.beta2", &s->beta2)) || (st = meta_float(&f, "gptc.eps", &s->eps)) ||
-        (st = meta_float(&f, "gptc.clip", &s->clip)) || (st = meta_int(&f, "gptc.batch", &s->batch)) ||
-        (st = meta_int(&f, "gptc.seq", &s->seq)) || (st = meta_u64(&f, "gptc.total_batch", &total)))
-        goto done;
-    s->total_batch = (long)total;
-    snprintf(s->tokenizer, sizeof s->tokenizer, "%s", info.tokenizer);
-    /* the step guard's state; checkpoints from before it had none: scale 1, no window */
     float *guard = s->guard;
     size_t cap = s->guard_len;
+    memset(s, 0, sizeof *s);
+    if ((st = load_hparams(&f, &s->hp)) || (st = load_position(&f, s))) goto done;
+    snprintf(s->tokenizer, sizeof s->tokenizer, "%s", info.tokenizer);
+    const char *was = s->hp.text[GPTC_HP_optimizer];
+    if (strcmp(was, opt->name) != 0) {
+        st = gptc_fail(GPTC_ERR_STATE, "%s: was trained with the optimizer %s, but this run asks for 'optimizer' %s; "
+                       "use 'optimizer' %s or another 'ckpt_dir' folder", step_dir, was, opt->name, was);
+        goto done;
+    }
+    char prefix[64];
+    for (int b = 0; b < opt->nstates; b++) {
+        memset(state[b], 0, (hi - lo) * sizeof(float));
+        snprintf(prefix, sizeof prefix, "%s.", opt->state_names[b]);
+        if ((st = load_tensors(&f, m, prefix, state[b], lo, hi))) goto done;
+    }
     s->guard = guard;
-    s->guard_len = 0;
-    s->lr_scale = 1;
-    if (gptc_st_meta(&f, "gptc.lr_scale") &&
-        ((st = meta_float(&f, "gptc.lr_scale", &s->lr_scale)) || (st = meta_int(&f, "gptc.rollbacks", &s->rollbacks)) ||
-         (st = meta_int(&f, "gptc.bad_run", &s->bad_run))))
-        goto done;
-    if (!(s->lr_scale > 0 && s->lr_scale <= 1)) {
-        st = gptc_fail(GPTC_ERR_FORMAT, "%s: metadata gptc.lr_scale=%g is out of (0, 1]", f.path, s->lr_scale);
-        goto done;
-    }
-    /* schedules, dropout and the callbacks' overrides; checkpoints from before them had none */
-    struct { const char *key; char *out; } specs[] = {
-        {"gptc.lr_schedule", s->lr_schedule}, {"gptc.dropout_schedule", s->dropout_schedule},
-        {"gptc.attn_dropout_schedule", s->attn_dropout_schedule}, {"gptc.weight_decay_schedule", s->weight_decay_schedule}};
-    for (int i = 0; i < 4; i++) {
-        const char *v = gptc_st_meta(&f, specs[i].key);
-        snprintf(specs[i].out, sizeof s->lr_schedule, "%s", v ? v : "");
-    }
-    s->ov_lr = s->ov_dropout = s->ov_attn_dropout = s->ov_weight_decay = NAN;
-    if (gptc_st_meta(&f, "gptc.dropout") &&
-        ((st = meta_float(&f, "gptc.dropout", &s->dropout)) || (st = meta_float(&f, "gptc.attn_dropout", &s->attn_dropout)) ||
-         (st = meta_float(&f, "gptc.override.lr", &s->ov_lr)) || (st = meta_float(&f, "gptc.override.dropout", &s->ov_dropout)) ||
-         (st = meta_float(&f, "gptc.override.attn_dropout", &s->ov_attn_dropout)) ||
-         (st = meta_float(&f, "gptc.override.weight_decay", &s->ov_weight_decay))))
-        goto done;
     const gptc_st_tensor *gt = gptc_st_find(&f, GUARD_TENSOR);
     if (gt) {
         if (gt->dtype != GPTC_F32 || gt->ndim != 1) {

@@ -2,25 +2,27 @@
  *   DIR/step-00000100/model.safetensors   HF GPT-2 tensor names and layouts, config in metadata
  *   DIR/step-00000100/config.json         HF-style GPT-2 config, so the folder loads elsewhere
  *                                         (activation_function names the GELU form)
- *   DIR/step-00000100/optim.safetensors   AdamW moments ("exp_avg.<name>", "exp_avg_sq.<name>")
- *                                         and the trainer state in its metadata
+ *   DIR/step-00000100/optim.safetensors   the optimizer's state buffers ("<state_names[s]>.<name>":
+ *                                         AdamW's "exp_avg.", "exp_avg_sq."), the trainer state and
+ *                                         the options of train/hparams.def that have a key (the
+ *                                         optimizer's name under gptc.optimizer) in its metadata
  * A checkpoint is written into DIR/.tmp-step-N-PID, every file fsync'd, then renamed into place and
  * DIR fsync'd, so a crash leaves either the old set or the new one. Each tensor carries a CRC32C. */
 #ifndef GPTC_TRAIN_CHECKPOINT_H
 #define GPTC_TRAIN_CHECKPOINT_H
 
 #include "model/gpt2.h"
+#include "optim/optimizer.h"
+#include "train/hparams.h"
 
 typedef struct gptc_trainer_state {
     int step;                 /* optimizer steps completed */
-    uint64_t seed;
     uint64_t rng;             /* trainer RNG state */
     uint64_t loader_epoch, loader_cursor;
     char tokenizer[32];       /* tokenizer of the training data ("" if unknown) */
-    /* the schedule and optimizer settings the run was trained with */
-    float lr, lr_floor, weight_decay, beta1, beta2, eps, clip;
-    int warmup, steps, batch, seq;
-    long total_batch;
+    /* the options the run was trained with: those of train/hparams.def with a checkpoint key (seed,
+     * lr, batch, the schedules, the optimizer, ...; total_batch holds the tokens per update) */
+    gptc_hp_values hp;
     /* the step guard (train/guard.h): rollbacks change the learning rate for the rest of the run */
     float lr_scale;           /* multiplies the schedule's lr (1 until a rollback lowers it; 0 saves as 1) */
     int rollbacks;            /* rollbacks so far */
@@ -28,15 +30,14 @@ typedef struct gptc_trainer_state {
     float *guard;             /* save: guard_len floats of gptc_guard_pack (may be NULL); load: a buffer of
                                * guard_len floats, or NULL; guard_len becomes what the file holds (0: none) */
     size_t guard_len;
-    /* the hyper-parameter schedules the run used ("" none) and the callbacks' overrides (NaN none) */
-    char lr_schedule[1024], dropout_schedule[1024], attn_dropout_schedule[1024], weight_decay_schedule[1024];
-    float dropout, attn_dropout;
+    /* the callbacks' overrides (NaN none) */
     float ov_lr, ov_dropout, ov_attn_dropout, ov_weight_decay;
 } gptc_trainer_state;
 
 /* Writes DIR/step-<step> atomically, then removes all but the newest `keep` step folders.
- * mom/vel may be NULL (a weights-only checkpoint). *written (may be NULL) gets the folder path. */
-gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const float *mom, const float *vel,
+ * opt NULL: a weights-only checkpoint; else state[s] (num_floats each) are opt's state buffers.
+ * *written (may be NULL) gets the folder path. */
+gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_optimizer_kind *opt, const float *const *state,
                            const gptc_trainer_state *s, int keep, char *written, size_t cap);
 
 /* Finds the newest step folder in dir whose model file opens and verifies; older valid ones are
@@ -51,12 +52,14 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
 gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, char *tokenizer, size_t cap);
 
 /* Loads the weights into m (initialised with the same config; a different shape or GELU form is
- * refused naming both) and, when mom/vel/s are non-NULL, the optimizer moments and trainer state
- * (which only a gptc checkpoint has: weights from elsewhere are refused there, pointing to --init). */
-gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, float *mom, float *vel, gptc_trainer_state *s);
-/* The same, but mom and vel hold only floats [lo, hi) of the arena (a ZeRO-1 shard; mom[0] is float
- * lo): each tensor's piece inside the range is loaded, the rest of the file is skipped. */
-gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, float *mom, float *vel, size_t lo, size_t hi,
-                                 gptc_trainer_state *s);
+ * refused naming both) and, when opt/state/s are non-NULL, opt's state buffers and the trainer
+ * state (which only a gptc checkpoint has: weights from elsewhere are refused there, pointing to
+ * 'init'; a checkpoint of another optimizer is refused, naming both). */
+gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, const gptc_optimizer_kind *opt, float *const *state,
+                           gptc_trainer_state *s);
+/* The same, but the state buffers hold only floats [lo, hi) of the arena (a ZeRO-1 shard; state[s][0]
+ * is float lo): each tensor's piece inside the range is loaded, the rest of the file is skipped. */
+gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, const gptc_optimizer_kind *opt,
+                                 float *const *state, size_t lo, size_t hi, gptc_trainer_state *s);
 
 #endif

@@ -11,14 +11,14 @@ gptc_status gptc_guard_init(gptc_guard *g, bool spikes, int window, float z) {
     g->z = z;
     g->z_loss = g->z_norm = NAN;
     if (!spikes) return GPTC_OK;
-    if (window < 2) return gptc_fail(GPTC_ERR_ARG, "--spike-window %d: must be at least 2", window);
-    if (!(z > 0) || !isfinite(z)) return gptc_fail(GPTC_ERR_ARG, "--spike-z %g: must be a positive number", z);
+    if (window < 2) return gptc_fail(GPTC_ERR_ARG, "'spike_window' %d: must be at least 2", window);
+    if (!(z > 0) || !isfinite(z)) return gptc_fail(GPTC_ERR_ARG, "'spike_z' %g: must be a positive number", z);
     g->window = window;
     g->loss = calloc((size_t)window, sizeof(float));
     g->norm = calloc((size_t)window, sizeof(float));
     if (!g->loss || !g->norm) {
         gptc_guard_free(g);
-        return gptc_fail(GPTC_ERR_NOMEM, "--spike-window %d: out of memory", window);
+        return gptc_fail(GPTC_ERR_NOMEM, "'spike_window' %d: out of memory", window);
     }
     return GPTC_OK;
 }
@@ -79,7 +79,7 @@ void gptc_guard_pack(const gptc_guard *g, float *out) {
 
 gptc_status gptc_guard_unpack(gptc_guard *g, const float *in, size_t len) {
     if (len != gptc_guard_packed_len(g))
-        return gptc_fail(GPTC_ERR_STATE, "the checkpoint's spike window holds %zu values, this run's --spike-window %d "
+        return gptc_fail(GPTC_ERR_STATE, "the checkpoint's spike window holds %zu values, this run's 'spike_window' %d "
                          "needs %zu", len < 2 ? 0 : (len - 2) / 2, g->window, gptc_guard_packed_len(g));
     int count = (int)in[0], head = (int)in[1];
     if (count < 0 || count > g->window || head < 0 || (g->window && head >= g->window) || count != in[0] || head != in[1])

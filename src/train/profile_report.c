@@ -12,18 +12,18 @@
 #include <unistd.h>
 
 gptc_status gptc_prof_check_path(const char *path) {
-    if (!path || !*path) return gptc_fail(GPTC_ERR_ARG, "--profile: empty path; give a file name such as run.json");
+    if (!path || !*path) return gptc_fail(GPTC_ERR_ARG, "'profile': empty path; give a file name such as run.json");
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return gptc_fail(GPTC_ERR_ARG, "--profile %s: is a folder; give a file name such as %s/profile.json", path, path);
+        return gptc_fail(GPTC_ERR_ARG, "'profile' %s: is a folder; give a file name such as %s/profile.json", path, path);
     const char *slash = strrchr(path, '/');
     char dir[4096];
     if (!slash) snprintf(dir, sizeof dir, ".");
     else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return gptc_fail(GPTC_ERR_ARG, "--profile %s: folder %s does not exist; create it first", path, dir);
+        return gptc_fail(GPTC_ERR_ARG, "'profile' %s: folder %s does not exist; create it first", path, dir);
     if (access(dir, W_OK | X_OK) != 0)
-        return gptc_fail(GPTC_ERR_ARG, "--profile %s: cannot write in folder %s: %s", path, dir, strerror(errno));
+        return gptc_fail(GPTC_ERR_ARG, "'profile' %s: cannot write in folder %s: %s", path, dir, strerror(errno));
     return GPTC_OK;
 }
 
@@ -88,7 +88,7 @@ gptc_status gptc_prof_write_trace(const char *path) {
         st = gptc_file_write_atomic(path, parts, lens, 3);
     }
     free(all);
-    return st ? gptc_fail_prefix(st, "--profile") : GPTC_OK;
+    return st ? gptc_fail_prefix(st, "'profile'") : GPTC_OK;
 }
 
 /* ---- the table */

@@ -130,34 +130,34 @@ done:
 }
 
 gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *user) {
-    if (!o->ckpt || !*o->ckpt) return gptc_fail(GPTC_ERR_ARG, "--ckpt: missing; give a checkpoint folder written by `gptc train`, a Hugging Face GPT-2 folder or an llm.c .bin");
-    if (o->tokens < 1) return gptc_fail(GPTC_ERR_ARG, "--tokens %d: must be at least 1", o->tokens);
-    if (!(o->temperature >= 0) || !isfinite(o->temperature)) return gptc_fail(GPTC_ERR_ARG, "--temperature %g: must be 0 (greedy) or positive", o->temperature);
-    if (o->top_k < 0) return gptc_fail(GPTC_ERR_ARG, "--top-k %d: must be 0 (off) or positive", o->top_k);
-    if (!(o->top_p > 0 && o->top_p <= 1)) return gptc_fail(GPTC_ERR_ARG, "--top-p %g: must be in (0, 1]", o->top_p);
-    if (o->threads < 0) return gptc_fail(GPTC_ERR_ARG, "--threads %d: must be 0 (all cores) or more", o->threads);
+    if (!o->ckpt || !*o->ckpt) return gptc_fail(GPTC_ERR_ARG, "'ckpt': missing; give a checkpoint folder written by `gptc train`, a Hugging Face GPT-2 folder or an llm.c .bin");
+    if (o->tokens < 1) return gptc_fail(GPTC_ERR_ARG, "'tokens' %d: must be at least 1", o->tokens);
+    if (!(o->temperature >= 0) || !isfinite(o->temperature)) return gptc_fail(GPTC_ERR_ARG, "'temperature' %g: must be 0 (greedy) or positive", o->temperature);
+    if (o->top_k < 0) return gptc_fail(GPTC_ERR_ARG, "'top_k' %d: must be 0 (off) or positive", o->top_k);
+    if (!(o->top_p > 0 && o->top_p <= 1)) return gptc_fail(GPTC_ERR_ARG, "'top_p' %g: must be in (0, 1]", o->top_p);
+    if (o->threads < 0) return gptc_fail(GPTC_ERR_ARG, "'threads' %d: must be 0 (all cores) or more", o->threads);
 
     char dir[4096];
     bool found;
     gptc_status st = gptc_ckpt_find(o->ckpt, dir, sizeof dir, &found);
-    if (st) return gptc_fail_prefix(st, "--ckpt");
-    if (!found) return gptc_fail(GPTC_ERR_IO, "--ckpt %s: no checkpoint found (expected a folder written by `gptc train --ckpt`, a Hugging Face GPT-2 folder or an llm.c .bin)", o->ckpt);
+    if (st) return gptc_fail_prefix(st, "'ckpt'");
+    if (!found) return gptc_fail(GPTC_ERR_IO, "'ckpt' %s: no checkpoint found (expected a folder written by `gptc train`, a Hugging Face GPT-2 folder or an llm.c .bin)", o->ckpt);
     gptc_model_config cfg;
     char tokname[32];
-    if ((st = gptc_ckpt_read_config(dir, &cfg, tokname, sizeof tokname))) return gptc_fail_prefix(st, "--ckpt");
-    if (!tokname[0]) return gptc_fail(GPTC_ERR_FORMAT, "--ckpt %s: the weights do not name their tokenizer (and their vocabulary of %d is not GPT-2's 50257)", dir, cfg.vocab);
+    if ((st = gptc_ckpt_read_config(dir, &cfg, tokname, sizeof tokname))) return gptc_fail_prefix(st, "'ckpt'");
+    if (!tokname[0]) return gptc_fail(GPTC_ERR_FORMAT, "'ckpt' %s: the weights do not name their tokenizer (and their vocabulary of %d is not GPT-2's 50257)", dir, cfg.vocab);
     gptc_set_threads(o->threads);
 
     gptc_model m = {0};
     gptc_tokenizer *tok = NULL;
     if ((st = gptc_tokenizer_open(tokname, &tok))) goto done;
     if (tok->vocab > cfg.vocab) {
-        st = gptc_fail(GPTC_ERR_FORMAT, "--ckpt %s: tokenizer %s has %d ids but the model only %d", dir, tokname, tok->vocab, cfg.vocab);
+        st = gptc_fail(GPTC_ERR_FORMAT, "'ckpt' %s: tokenizer %s has %d ids but the model only %d", dir, tokname, tok->vocab, cfg.vocab);
         goto done;
     }
     if ((st = gptc_model_init(&m, &cfg))) goto done;
     if ((st = gptc_ckpt_load(dir, &m, NULL, NULL, NULL))) {
-        st = gptc_fail_prefix(st, "--ckpt");
+        st = gptc_fail_prefix(st, "'ckpt'");
         goto done;
     }
     st = gptc_generate(&m, tok, o->prompt, o, emit, user);

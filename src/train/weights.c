@@ -313,8 +313,8 @@ static gptc_status check_same_config(const char *path, const gptc_model_config *
     if (a->layers == b->layers && a->heads == b->heads && a->channels == b->channels && a->context == b->context &&
         a->vocab == b->vocab) {
         if (a->gelu == b->gelu) return GPTC_OK;
-        return gptc_fail(GPTC_ERR_STATE, "%s: the weights are for --gelu %s but the model uses --gelu %s; use "
-                         "--gelu %s or other weights",
+        return gptc_fail(GPTC_ERR_STATE, "%s: the weights are for 'model.gelu' %s but the model uses 'model.gelu' %s; use "
+                         "'model.gelu' %s or other weights",
                          path, gptc_gelu_name(a->gelu), gptc_gelu_name(b->gelu), gptc_gelu_name(a->gelu));
     }
     return gptc_fail(GPTC_ERR_STATE,
@@ -562,12 +562,12 @@ done:
 
 gptc_status gptc_weights_export(const char *src, const char *format, gptc_dtype dtype, const char *out) {
     bool hf = format && !strcmp(format, "hf"), llmc = format && !strcmp(format, "llmc");
-    if (!hf && !llmc) return gptc_fail(GPTC_ERR_ARG, "--format %s: expected hf or llmc", format ? format : "(missing)");
-    if (!out || !*out) return gptc_fail(GPTC_ERR_ARG, "--out: missing; give the folder (hf) or file (llmc) to write");
-    if (!src || !*src) return gptc_fail(GPTC_ERR_ARG, "--ckpt: missing; give a checkpoint, a Hugging Face folder or an llm.c .bin");
+    if (!hf && !llmc) return gptc_fail(GPTC_ERR_ARG, "'format' %s: expected hf or llmc", format ? format : "(missing)");
+    if (!out || !*out) return gptc_fail(GPTC_ERR_ARG, "'out': missing; give the folder (hf) or file (llmc) to write");
+    if (!src || !*src) return gptc_fail(GPTC_ERR_ARG, "'ckpt': missing; give a checkpoint, a Hugging Face folder or an llm.c .bin");
     gptc_weights_info info;
     gptc_status st = gptc_weights_find(src, &info);
-    if (st) return gptc_fail_prefix(st, "--ckpt");
+    if (st) return gptc_fail_prefix(st, "'ckpt'");
     gptc_model m = {0};
     if ((st = gptc_model_init(&m, &info.cfg)) || (st = gptc_weights_load(&info, &m))) goto done;
     if (hf) {

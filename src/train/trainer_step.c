@@ -1,0 +1,159 @@
+/* trainer_step.c — one optimizer step, the same on every rank: the step's hyper-parameters, the
+ * micro-steps' gradients (exchanged while the last backward runs), the loss and global norm, the
+ * step guard's verdict (agreed), and the optimizer's update of this rank's range (ZeRO-1: then the
+ * parameters all-gathered). Also the faults the tests inject. */
+#include "train/trainer_internal.h"
+#include "core/profile.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Fault injection for the tests (docs/faults.md), read once at setup:
+ *   GPTC_FAULT_NONFINITE=RANK:FROM[-TO][:always]  one gradient value of that rank is NaN in those
+ *                                                 (1-based) steps, before the exchange, as a bad batch would make it
+ *   GPTC_FAULT_SPIKE=RANK:FROM[-TO][:always]      that rank's loss gradient is scaled by 1000 there (a norm spike)
+ * Each fires on the first pass over its steps only, unless ":always". */
+static void read_fault(const char *var, int my_rank, fault *f) {
+    const char *v = getenv(var);
+    memset(f, 0, sizeof *f);
+    if (!v) return;
+    int rank, from, to, n;
+    if (sscanf(v, "%d:%d-%d%n", &rank, &from, &to, &n) != 3) {
+        if (sscanf(v, "%d:%d%n", &rank, &from, &n) != 2) return;
+        to = from;
+    }
+    if (rank != my_rank || from < 1 || to < from) return;
+    *f = (fault){.rank = rank, .from = from, .to = to, .always = strcmp(v + n, ":always") == 0};
+}
+
+/* whether the fault fires in the step about to run (1-based `step`) */
+static bool fault_fires(fault *f, int step) {
+    if (!f->from || step < f->from || step > f->to || (!f->always && step <= f->done)) return false;
+    f->done = step;
+    return true;
+}
+
+void trainer_read_faults(trainer *t) {
+    read_fault("GPTC_FAULT_NONFINITE", t->rank, &t->nonfinite);
+    read_fault("GPTC_FAULT_SPIKE", t->rank, &t->spike);
+}
+
+/* The hyper-parameters of the step about to run: a callback's override, else the schedule, else the
+ * constant (the learning rate: its warm-up + cosine), the learning rate times a rollback's factor.
+ * `done` is the steps completed; the schedules take the step's number as the log shows it, done + 1
+ * (optim/hparam.h), and the warm-up + cosine its 0-based index (optim/optim.h). */
+static float pick(float override, const gptc_hparam_schedule *s, int logged, float otherwise) {
+    return !isnan(override) ? override : s->n ? gptc_hparam_at(s, logged) : otherwise;
+}
+static step_values values_at(const trainer *t, int done) {
+    const gptc_train_options *o = t->o;
+    int logged = done + 1;
+    step_values v;
+    v.lr = pick(t->ctl.lr, &t->lr_sched, logged, gptc_lr_at(&t->sched, done)) * t->state.lr_scale;
+    v.dropout = pick(t->ctl.dropout, &t->drop_sched, logged, o->dropout);
+    v.attn_dropout = pick(t->ctl.attn_dropout, &t->attn_drop_sched, logged, o->attn_dropout);
+    v.weight_decay = pick(t->ctl.weight_decay, &t->wd_sched, logged, o->weight_decay);
+    return v;
+}
+
+/* The dropout masks' seed of a micro-step: a function of the run's seed, the step, the micro-step and
+ * the rank, so a resumed run draws the masks an uninterrupted one would. */
+static uint64_t micro_seed(const trainer *t, int micro) {
+    return gptc_hash64(t->o->seed + 0x9E3779B97F4A7C15ULL * ((uint64_t)t->state.step * 65536 + (uint64_t)micro * 1024 +
+                                                           (uint64_t)t->rank + 1));
+}
+
+static void reducer_hook(void *user, size_t lo) { gptc_reducer_ready(user, lo); }
+
+/* One optimizer step's gradients, loss and norm, the same on every rank: the micro-steps (the last
+ * one exchanging the gradients while its backward runs), then the loss summed over the ranks and
+ * the global gradient norm (with ZeRO-1 from the shards' sums of squares, added in rank order).
+ * *g gets the reduced gradients of this rank's range [lo, hi). */
+static gptc_status step_gradients(trainer *t, float *loss, double *norm, const float **g) {
+    const gptc_train_options *o = t->o;
+    gptc_model *m = &t->model;
+    gptc_status st;
+    gptc_model_zero_grad(m);
+    double loss_sum = 0;
+    for (int micro = 0; micro < t->accum; micro++) {
+        st = gptc_loader_next(&t->train, t->inputs, t->targets);
+        if (st) st = gptc_fail_prefix(st, "'data'");
+        if ((st = gptc_dist_agree(st))) return st;
+        /* accumulation: only the last micro-step's backward exchanges the (summed) gradients */
+        m->grads_ready = t->use_red && micro == t->accum - 1 ? reducer_hook : NULL;
+        m->grads_ready_user = &t->red;
+        float scale = 1.0f / ((float)t->accum * t->world);
+        m->dropout_seed = micro_seed(t, micro);
+        if (micro == t->accum - 1) {
+            if (fault_fires(&t->nonfinite, t->state.step + 1))
+                m->grads[0] = NAN; /* wte's first value: the backward adds onto it, so it stays NaN */
+            if (fault_fires(&t->spike, t->state.step + 1)) scale *= 1000;
+        }
+        loss_sum += gptc_model_forward_backward(m, t->inputs, t->targets, o->batch, o->seq, scale);
+    }
+    m->grads_ready = NULL;
+    if (t->use_red) {
+        gptc_prof_begin(GPTC_PROF_COMM, "comm.wait_grads", -1);
+        st = gptc_reducer_finish(&t->red);
+        gptc_prof_end(0, 0);
+        if ((st = gptc_dist_agree(st))) return st;
+    }
+    gptc_prof_begin(GPTC_PROF_PHASE, "optimizer", -1); /* closed by the caller after the update */
+    *g = t->gshard ? t->gshard : m->grads + t->lo;
+    double sums[2] = {loss_sum / t->accum, o->zero ? gptc_grad_sumsq(*g, t->hi - t->lo) : 0};
+    if (t->world > 1) gptc_prof_begin(GPTC_PROF_COMM, "comm.sum_loss", -1);
+    st = gptc_dist_sum_ordered(sums, 2);
+    if (t->world > 1) gptc_prof_end(0, 16.0 * t->world);
+    if ((st = gptc_dist_agree(st))) return st;
+    *loss = (float)(sums[0] / t->world);
+    *norm = sqrt(o->zero ? sums[1] : gptc_grad_sumsq(m->grads, m->num_floats));
+    return GPTC_OK;
+}
+
+/* The step guard: every rank has the same loss and norm (summed in rank order) and so the same
+ * window, and the verdict is agreed anyway, so every rank skips, rolls back or stops alike. */
+static gptc_status judge(trainer *t, step_outcome *s) {
+    const gptc_train_options *o = t->o;
+    s->kind = gptc_guard_judge(&t->guard, s->loss, s->norm);
+    double bad = s->kind != GPTC_BAD_NONE;
+    gptc_status st = gptc_dist_agree(gptc_dist_sum_ordered(&bad, 1));
+    if (st) return st;
+    s->skip = bad > 0;
+    if (s->skip && s->kind == GPTC_BAD_NONE) s->kind = GPTC_BAD_NONFINITE; /* another rank's verdict (cannot differ today) */
+    t->state.bad_run = s->skip ? t->state.bad_run + 1 : 0;
+    s->act = s->skip && t->state.bad_run > o->bad_steps;
+    if (s->act && o->on_bad == GPTC_ON_BAD_STOP)
+        st = gptc_fail(GPTC_ERR_NUMERIC, "step %d: loss %g, gradient norm %g: %s%s; lower 'lr' or check the data",
+                       t->state.step + 1, s->loss, s->norm,
+                       s->kind == GPTC_BAD_NONFINITE ? "not finite" : gptc_bad_kind_name(s->kind),
+                       o->bad_steps ? " (more bad steps in a row than 'bad_steps')" : "");
+    return gptc_dist_agree(st); /* agreeing names rank 0 as its source */
+}
+
+/* The optimizer's update of this rank's range with the gradients g of that range (a bad step's is
+ * dropped: the data and the schedule move on); with ZeRO-1 the shards are then all-gathered. */
+static gptc_status update(trainer *t, const float *g, const step_outcome *s) {
+    const gptc_train_options *o = t->o;
+    if (s->skip) return GPTC_OK;
+    float scale = gptc_clip_scale(s->norm, o->clip);
+    t->opt->update(&t->model, o, g, t->ostate, t->lo, t->hi, s->hv.lr, s->hv.weight_decay, scale, t->state.step + 1);
+    if (!o->zero) return GPTC_OK;
+    gptc_prof_begin(GPTC_PROF_COMM, "comm.allgather_params", -1);
+    gptc_status st = gptc_dist_allgather_shards(t->model.params, t->bounds);
+    gptc_prof_end(0, sizeof(float) * (double)t->model.num_floats);
+    return gptc_dist_agree(st);
+}
+
+gptc_status trainer_step(trainer *t, step_outcome *s) {
+    const float *g;
+    gptc_status st;
+    s->hv = values_at(t, t->state.step);
+    t->model.dropout = s->hv.dropout;
+    t->model.attn_dropout = s->hv.attn_dropout;
+    if ((st = step_gradients(t, &s->loss, &s->norm, &g)) || (st = judge(t, s)) || (st = update(t, g, s))) return st;
+    t->state.step++;
+    gptc_prof_end(0, 0); /* optimizer, begun by step_gradients */
+    return GPTC_OK;
+}
