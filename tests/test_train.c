@@ -510,3 +510,54 @@ TEST(train_bf16_loss_curve_tracks_fp32) {
               worst_seed);
     CHECK(lf[STEPS - 1] < lf[0] - 1.0);
 }
+
+/* Lion through the trainer (--optimizer lion): 6 steps in one run equal 3 steps, a checkpoint and a
+ * resume to 6, bit for bit; the checkpoint holds Lion's one moment (exp_avg.*) and no exp_avg_sq.*;
+ * resuming it as AdamW is refused naming both; AdamW from the same start differs after its first
+ * update; ZeRO-1 in one process (the shard path) gives Lion's losses bit for bit. */
+TEST(train_lion_resume_is_bit_exact) {
+    gptc_train_options o;
+    tiny_options(&o);
+    o.steps = 6;
+    o.warmup = 2;
+    o.optimizer = "lion";
+    o.lr = 3e-4f;    /* Lion's lr: ~10x under AdamW's */
+    o.beta2 = 0.99f; /* the paper's */
+    recorder whole = {0}, first = {0}, second = {0}, adamw = {0}, zero = {0};
+    gptc_train_result r;
+    CHECK_OK(gptc_train(&o, record, &whole, &r));
+    CHECK_EQ_INT(whole.n, 6);
+    o.ckpt_dir = subdir("resume-lion");
+    first.stop_at = 3; /* the callback stops the run; a checkpoint is written at the stop */
+    CHECK_OK(gptc_train(&o, record, &first, &r));
+    CHECK_EQ_INT(first.n, 3);
+    char path[1024];
+    gptc_st_file f;
+    CHECK_OK(gptc_st_open(&f, test_path(path, sizeof path, "%s/step-%08d/optim.safetensors", o.ckpt_dir, 3)));
+    CHECK(gptc_st_find(&f, "exp_avg.wte.weight") != NULL);
+    CHECK(gptc_st_find(&f, "exp_avg_sq.wte.weight") == NULL);
+    gptc_st_close(&f);
+    CHECK_OK(gptc_train(&o, record, &second, &r));
+    CHECK_EQ_INT(r.first_step, 3);
+    CHECK_EQ_INT(second.n, 3);
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(first.loss[i] == whole.loss[i], "step %d: %.9g vs %.9g", i + 1, first.loss[i], whole.loss[i]);
+        CHECK_MSG(second.loss[i] == whole.loss[3 + i], "step %d after resume: %.9g vs %.9g", 4 + i, second.loss[i],
+                  whole.loss[3 + i]);
+    }
+    /* resuming Lion's checkpoint as AdamW is refused, naming the optimizer it was trained with */
+    o.optimizer = "adamw";
+    o.steps = 8;
+    CHECK(gptc_train(&o, NULL, NULL, NULL) != GPTC_OK && strstr(gptc_last_error(), "lion"));
+    /* AdamW from the same start: the same first loss (same init and batch), different later */
+    o.ckpt_dir = NULL;
+    o.steps = 6;
+    CHECK_OK(gptc_train(&o, record, &adamw, &r));
+    CHECK(adamw.loss[0] == whole.loss[0] && adamw.loss[5] != whole.loss[5]);
+    /* ZeRO-1 in one process takes the shard path: the same Lion losses bit for bit */
+    o.optimizer = "lion";
+    o.zero = 1;
+    CHECK_OK(gptc_train(&o, record, &zero, &r));
+    CHECK_EQ_INT(zero.n, 6);
+    for (int i = 0; i < 6; i++) CHECK_MSG(zero.loss[i] == whole.loss[i], "step %d zero-1: %.9g vs %.9g", i + 1, zero.loss[i], whole.loss[i]);
+}

@@ -49,5 +49,6 @@ const char *gptc_optimizer_names(void) {
 }
 
 size_t gptc_optimizer_state_bytes(const gptc_optimizer_kind *k, size_t floats) {
-    return k ? (size_t)k->nstates * floats * sizeof(float) : 0;
+    /* one allocation per state buffer, counted as gptc_alloc counts it (so `gptc plan` equals the live bytes) */
+    return k && floats ? (size_t)k->nstates * gptc_alloc_block_bytes(floats * sizeof(float)) : 0;
 }

@@ -37,7 +37,8 @@ extern const int gptc_noptimizers;
 const gptc_optimizer_kind *gptc_optimizer_find(const char *name);
 /* "adamw, lion": the names, for help text and messages. */
 const char *gptc_optimizer_names(void);
-/* Bytes of optimizer state for `floats` parameters (a shard or the whole arena). */
+/* Bytes of optimizer state for `floats` parameters (a shard or the whole arena): nstates allocations of
+ * floats floats each, as gptc_alloc counts them (gptc_alloc_block_bytes); 0 for no floats. */
 size_t gptc_optimizer_state_bytes(const gptc_optimizer_kind *k, size_t floats);
 
 #endif

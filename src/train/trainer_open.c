@@ -216,7 +216,9 @@ static gptc_status open_model(trainer *t, const gptc_train_options *o) {
     if (o->op_plugins && *o->op_plugins) { /* kernels/plugin.h */
         gptc_op_run run = {.B = o->batch, .T = o->seq, .C = o->model.channels, .NH = o->model.heads, .gelu = o->model.gelu,
                            .fuse = m->fuse, .naive_attention = m->naive_attention, .decode = o->sample_every > 0,
-                           .quiet = t->rank != 0};
+                           .quiet = t->rank != 0, .bf16 = o->dtype == GPTC_PRECISION_BF16,
+                           /* the residual dropout entry runs when a dropout, its schedule or a callback can set it */
+                           .dropout = o->dropout > 0 || (o->dropout_schedule && *o->dropout_schedule) || o->callbacks};
         if ((st = gptc_op_plugins_load(o->op_plugins, m->k, &run, &t->plugins))) return st;
         m->k = gptc_op_plugins_table(t->plugins);
         gptc_model_bind_kernels(m);

@@ -102,13 +102,13 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
     }
     gptc_prof_begin(GPTC_PROF_PHASE, "optimizer", -1); /* closed by the caller after the update */
     *g = t->gshard ? t->gshard : m->grads + t->lo;
-    double sums[2] = {loss_sum / t->accum, o->zero ? gptc_grad_sumsq(*g, t->hi - t->lo) : 0};
+    double sums[2] = {loss_sum / t->accum, o->zero ? gptc_be_grad_sumsq(&m->be, *g, t->hi - t->lo) : 0};
     if (t->world > 1) gptc_prof_begin(GPTC_PROF_COMM, "comm.sum_loss", -1);
     st = gptc_dist_sum_ordered(sums, 2);
     if (t->world > 1) gptc_prof_end(0, 16.0 * t->world);
     if ((st = gptc_dist_agree(st))) return st;
     *loss = (float)(sums[0] / t->world);
-    *norm = sqrt(o->zero ? sums[1] : gptc_grad_sumsq(m->grads, m->num_floats));
+    *norm = sqrt(o->zero ? sums[1] : gptc_be_grad_sumsq(&m->be, m->grads, m->num_floats));
     return GPTC_OK;
 }
 
