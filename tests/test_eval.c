@@ -5,6 +5,7 @@
 #include "io/io.h"
 #include "train/checkpoint.h"
 #include "train/eval.h"
+#include "train/weights.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -345,4 +346,182 @@ TEST(eval_cli_refuses_bad_input) {
         refused("gpt2 folder", cli("eval --ckpt %s --data %s/prep", ckpt, dir), "gpt2 tokens");
     else
         printf("    (GPT-2's vocabulary files not found: the manifest case is skipped)\n");
+}
+
+/* ---------------------------------------------------------------- gptc export --format hf: the whole folder */
+
+static char *read_text(const char *path, size_t *len) {
+    char *text = NULL;
+    size_t n = 0;
+    if (gptc_file_read_all(path, &text, &n) != GPTC_OK) return NULL;
+    char *copy = malloc(n + 1);
+    memcpy(copy, text, n);
+    copy[n] = '\0';
+    gptc_free(text);
+    if (len) *len = n;
+    return copy;
+}
+
+static cJSON *read_json(const char *dir, const char *name) {
+    char path[1200];
+    char *text = read_text(test_path(path, sizeof path, "%s/%s", dir, name), NULL);
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    CHECK_MSG(o != NULL, "%s/%s: missing or not JSON", dir, name);
+    free(text);
+    return o;
+}
+
+static bool same_file(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    char *x = read_text(a, &na), *y = read_text(b, &nb);
+    bool same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x), free(y);
+    return same;
+}
+
+static int json_int(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valueint : -1;
+}
+
+TEST(export_hf_writes_the_tokenizer_files_of_a_gpt2_vocabulary_model) {
+    char dir[600], bin[700], out[700], cmd[3000], vocab_dir[4096];
+    if (gptc_tokenizer_gpt2_dir(vocab_dir, sizeof vocab_dir) != GPTC_OK) {
+        printf("    SKIP: GPT-2's encoder.json and vocab.bpe not found\n");
+        return;
+    }
+    test_dir("eval-", "export-gpt2", dir, sizeof dir);
+    gptc_model_config cfg = {2, 2, 32, 64, 50257, GPTC_GELU_KIND_TANH};
+    gptc_model m;
+    CHECK_OK(gptc_model_init(&m, &cfg));
+    gptc_model_init_weights(&m, 11);
+    CHECK_OK(gptc_weights_write_llmc(test_path(bin, sizeof bin, "%s/model.bin", dir), &m, GPTC_F32));
+    gptc_model_free(&m);
+    test_path(out, sizeof out, "%s/hf", dir);
+    snprintf(cmd, sizeof cmd, "%s export --ckpt %s --format hf --out %s", test_gptc_bin(), bin, out);
+    CHECK_EQ_INT(test_run(cmd, NULL), 0);
+    const char *json_files[] = {"config.json", "generation_config.json", "vocab.json", "tokenizer_config.json",
+                                "special_tokens_map.json"};
+    cJSON *j[5];
+    for (int i = 0; i < 5; i++) j[i] = read_json(out, json_files[i]);
+    char a[4300], b[4300];
+    CHECK_MSG(same_file(test_path(a, sizeof a, "%s/vocab.json", out), test_path(b, sizeof b, "%s/encoder.json", vocab_dir)),
+              "vocab.json is not encoder.json");
+    CHECK_MSG(same_file(test_path(a, sizeof a, "%s/merges.txt", out), test_path(b, sizeof b, "%s/vocab.bpe", vocab_dir)),
+              "merges.txt is not vocab.bpe");
+    if (j[0]) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j[0], "gptc_tokenizer");
+        CHECK(cJSON_IsString(t) && !strcmp(t->valuestring, "gpt2"));
+        CHECK_EQ_INT(json_int(j[0], "eos_token_id"), 50256);
+    }
+    if (j[1]) CHECK_EQ_INT(json_int(j[1], "eos_token_id"), 50256);
+    if (j[1]) CHECK_EQ_INT(json_int(j[1], "bos_token_id"), 50256);
+    if (j[2]) CHECK_EQ_INT(cJSON_GetArraySize(j[2]), 50257);
+    if (j[3]) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(j[3], "tokenizer_class");
+        CHECK(cJSON_IsString(c) && !strcmp(c->valuestring, "GPT2Tokenizer"));
+        CHECK_EQ_INT(json_int(j[3], "model_max_length"), 64);
+    }
+    if (j[4]) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(j[4], "eos_token");
+        CHECK(cJSON_IsString(e) && !strcmp(e->valuestring, "<|endoftext|>"));
+    }
+    /* the folder's own vocabulary is what readers use: swap the ids of "!" and "\"" in its vocab.json */
+    if (j[2]) {
+        cJSON *x = cJSON_GetObjectItemCaseSensitive(j[2], "!"), *y = cJSON_GetObjectItemCaseSensitive(j[2], "\"");
+        CHECK(x && y && x->valueint == 0 && y->valueint == 1);
+        if (x && y) {
+            cJSON_SetNumberValue(x, 1);
+            cJSON_SetNumberValue(y, 0);
+            char *text = cJSON_PrintUnformatted(j[2]);
+            test_write_file(test_path(a, sizeof a, "%s/vocab.json", out), text, strlen(text));
+            free(text);
+        }
+        gptc_tokenizer *t = NULL;
+        CHECK_OK(gptc_tokenizer_open_for_model("gpt2", out, &t));
+        int *ids = NULL;
+        size_t n = 0, cap = 0;
+        if (t) CHECK_OK(t->encode(t, NULL, "!", 1, false, &ids, &n, &cap));
+        CHECK_MSG(n == 1 && ids && ids[0] == 1, "\"!\" encodes to %d with the folder's vocab.json", n ? ids[0] : -1);
+        free(ids);
+        gptc_tokenizer_free(t);
+        /* a broken merges.txt in the folder: sample and eval read it, and say so */
+        const char *bad = "#version: 0.2\nnot a merge at all\n";
+        test_write_file(test_path(a, sizeof a, "%s/merges.txt", out), bad, strlen(bad));
+        char *o = NULL;
+        snprintf(cmd, sizeof cmd, "%s sample --ckpt %s --tokens 2 2>&1", test_gptc_bin(), out);
+        CHECK_EQ_INT(test_run(cmd, &o), 2);
+        CHECK_MSG(o && strstr(o, "merges.txt"), "%s", o);
+        free(o);
+    }
+    for (int i = 0; i < 5; i++) cJSON_Delete(j[i]);
+}
+
+TEST(export_hf_of_a_byte_model_names_its_tokenizer_and_reads_back) {
+    const char *ckpt = trained_ckpt(NULL), *data = test_shakespeare_data();
+    char dir[600], out[700], cmd[3000], a[1200];
+    test_dir("eval-", "export-byte", dir, sizeof dir);
+    test_path(out, sizeof out, "%s/hf", dir);
+    snprintf(cmd, sizeof cmd, "%s export --ckpt %s --format hf --out %s", test_gptc_bin(), ckpt, out);
+    CHECK_EQ_INT(test_run(cmd, NULL), 0);
+    cJSON *c = read_json(out, "config.json"), *g = read_json(out, "generation_config.json");
+    if (c) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "gptc_tokenizer");
+        CHECK(cJSON_IsString(t) && !strcmp(t->valuestring, "byte"));
+    }
+    if (g) CHECK_EQ_INT(json_int(g, "eos_token_id"), 256);
+    cJSON_Delete(c);
+    cJSON_Delete(g);
+    CHECK(!gptc_is_file(test_path(a, sizeof a, "%s/vocab.json", out)));
+    /* eval reads the folder as it reads the checkpoint: same loss, same tokenizer */
+    gptc_eval_options o;
+    gptc_eval_options_default(&o);
+    o.data = data;
+    o.seq = 32;
+    o.max_tokens = 200;
+    o.threads = 2;
+    gptc_eval_result r1, r2;
+    o.ckpt = ckpt;
+    CHECK_OK(gptc_eval(&o, &r1));
+    o.ckpt = out;
+    CHECK_OK(gptc_eval(&o, &r2));
+    CHECK(!strcmp(r2.tokenizer, "byte") && r2.has_bpb);
+    CHECK_NEAR(r2.loss, r1.loss, 1e-7);
+    char *so = NULL;
+    snprintf(cmd, sizeof cmd, "%s sample --ckpt %s --prompt ROMEO --tokens 4 --threads 2 2>&1", test_gptc_bin(), out);
+    CHECK_EQ_INT(test_run(cmd, &so), 0);
+    CHECK_MSG(so && !strncmp(so, "ROMEO", 5), "%s", so);
+    free(so);
+}
+
+/* A Hugging Face folder without gptc's metadata: config.json's gptc_tokenizer is the tokenizer. */
+TEST(hf_folder_config_names_the_tokenizer) {
+    char dir[600], a[1200], b[1200];
+    test_dir("eval-", "hf-config-tok", dir, sizeof dir);
+    size_t n;
+    char *st = read_text("tests/fixtures/interop/hf/model.safetensors", &n), *cfg = read_text("tests/fixtures/interop/hf/config.json", NULL);
+    CHECK(st && cfg);
+    if (!st || !cfg) return;
+    test_write_file(test_path(a, sizeof a, "%s/model.safetensors", dir), st, n);
+    test_path(b, sizeof b, "%s/config.json", dir);
+    test_write_file(b, cfg, strlen(cfg));
+    gptc_weights_info info;
+    CHECK_OK(gptc_weights_probe(dir, &info));
+    CHECK(info.format == GPTC_WEIGHTS_HF && !info.tokenizer[0]); /* vocab 130: no tokenizer known */
+    cJSON *o = cJSON_Parse(cfg);
+    cJSON_AddStringToObject(o, "gptc_tokenizer", "byte");
+    char *text = cJSON_Print(o);
+    test_write_file(b, text, strlen(text));
+    free(text);
+    CHECK_OK(gptc_weights_probe(dir, &info));
+    CHECK(!strcmp(info.tokenizer, "byte"));
+    cJSON_ReplaceItemInObject(o, "gptc_tokenizer", cJSON_CreateNumber(3));
+    text = cJSON_Print(o);
+    test_write_file(b, text, strlen(text));
+    free(text);
+    CHECK_EQ_INT(gptc_weights_probe(dir, &info), GPTC_ERR_FORMAT);
+    CHECK(strstr(gptc_last_error(), "gptc_tokenizer"));
+    cJSON_Delete(o);
+    free(st);
+    free(cfg);
 }

@@ -228,8 +228,9 @@ gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r) {
     snprintf(r->split_desc, sizeof r->split_desc, "%s", !gptc_is_dir(o->data) ? "shards" : o->train_split ? "train split" : "val split");
 
     /* bits per byte needs the tokenizer; without it the rest still runs */
-    if (tokname[0] && gptc_tokenizer_open(tokname, &tz) == GPTC_OK && (st = byte_lengths(tz, cfg.vocab, &byte_len)))
-        goto done;
+    if (tokname[0] && gptc_tokenizer_open_for_model(tokname, dir, &tz) != GPTC_OK)
+        gptc_warn("--ckpt %s: no bits per byte: %s", o->ckpt, gptc_last_error());
+    if (tz && (st = byte_lengths(tz, cfg.vocab, &byte_len))) goto done;
 
     gptc_set_threads(o->threads);
     if ((st = gptc_model_init(&m, &cfg))) goto done;
