@@ -426,6 +426,26 @@ TEST(export_hf_writes_the_tokenizer_files_of_a_gpt2_vocabulary_model) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(j[4], "eos_token");
         CHECK(cJSON_IsString(e) && !strcmp(e->valuestring, "<|endoftext|>"));
     }
+    /* eval reads the llm.c file and the exported folder alike: the same loss, GPT-2's bytes per token */
+    uint16_t ids[301];
+    gptc_rng r;
+    gptc_rng_seed(&r, 5);
+    for (int i = 0; i < 301; i++) ids[i] = (uint16_t)(gptc_rng_next(&r) % 50257);
+    CHECK_OK(gptc_shard_write(test_path(a, sizeof a, "%s/val_000000.bin", dir), ids, 301));
+    gptc_eval_options eo;
+    gptc_eval_options_default(&eo);
+    eo.data = a;
+    eo.seq = 32;
+    eo.stride = 8;
+    eo.threads = 2;
+    gptc_eval_result r1, r2;
+    eo.ckpt = bin;
+    CHECK_OK(gptc_eval(&eo, &r1));
+    eo.ckpt = out;
+    CHECK_OK(gptc_eval(&eo, &r2));
+    CHECK_EQ_INT(r2.tokens, 300);
+    CHECK(r1.has_bpb && r2.has_bpb && r2.bytes > r2.tokens && !strcmp(r2.tokenizer, "gpt2"));
+    CHECK_NEAR(r2.loss, r1.loss, 1e-7);
     /* the folder's own vocabulary is what readers use: swap the ids of "!" and "\"" in its vocab.json */
     if (j[2]) {
         cJSON *x = cJSON_GetObjectItemCaseSensitive(j[2], "!"), *y = cJSON_GetObjectItemCaseSensitive(j[2], "\"");
