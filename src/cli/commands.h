@@ -14,11 +14,13 @@ int gptc_cmd_tokenize(int argc, char **argv);
 int gptc_cmd_plan(int argc, char **argv);
 int gptc_cmd_bench(int argc, char **argv);
 int gptc_cmd_report(int argc, char **argv);
+int gptc_cmd_eval(int argc, char **argv);
 
 /* The option tables of the subcommands (cli/options.h), for tests and fuzz/fuzz_options.c. */
 struct gptc_command_spec;
 extern const struct gptc_command_spec gptc_cmd_train_spec, gptc_cmd_plan_spec, gptc_cmd_bench_spec,
     gptc_cmd_report_spec, gptc_cmd_sample_spec, gptc_cmd_prepare_spec, gptc_cmd_tokenize_spec;
+extern const struct gptc_command_spec gptc_cmd_eval_spec;
 
 /* Parses `gptc train`'s flags and runs every check that needs only the flags (preset and shape,
  * --gelu, --dtype, --recompute, --profile-steps), as gptc train does before it starts; opens no file,

@@ -14,6 +14,7 @@ static void usage(FILE *f) {
                "  bench     measure what each optimisation buys (--ablation)\n"
                "  report    write a run folder's training curves as one HTML page\n"
                "  sample    generate text from a checkpoint\n"
+               "  eval      mean loss, perplexity and bits per byte of a model over a data split\n"
                "  export    write weights as a Hugging Face GPT-2 folder or an llm.c checkpoint\n"
                "  prepare   turn text files into token shards\n"
                "  tokenize  show the token ids of a text\n"
@@ -55,6 +56,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "bench") == 0) return gptc_cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "report") == 0) return gptc_cmd_report(argc - 2, argv + 2);
     if (strcmp(cmd, "sample") == 0) return gptc_cmd_sample(argc - 2, argv + 2);
+    if (strcmp(cmd, "eval") == 0) return gptc_cmd_eval(argc - 2, argv + 2);
     if (strcmp(cmd, "export") == 0) return gptc_cmd_export(argc - 2, argv + 2);
     if (strcmp(cmd, "prepare") == 0) return gptc_cmd_prepare(argc - 2, argv + 2);
     if (strcmp(cmd, "info") == 0) return gptc_cmd_info(argc - 2, argv + 2);
@@ -64,6 +66,6 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "gptc: %s: unknown command (expected train, plan, bench, report, sample, export, prepare, tokenize or info; see gptc --help)\n", cmd);
+    fprintf(stderr, "gptc: %s: unknown command (expected train, plan, bench, report, sample, eval, export, prepare, tokenize or info; see gptc --help)\n", cmd);
     return 2;
 }

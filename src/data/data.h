@@ -104,6 +104,13 @@ struct gptc_tokenizer {
  * ./data/gpt2). An unknown name is GPTC_ERR_ARG listing the known ones. */
 gptc_status gptc_tokenizer_open(const char *name, gptc_tokenizer **out);
 void gptc_tokenizer_free(gptc_tokenizer *t);
+/* The folder where gptc_tokenizer_open("gpt2") finds encoder.json and vocab.bpe (the lookup order
+ * above) into dir (cap bytes); not found is GPTC_ERR_IO naming every folder looked in. */
+gptc_status gptc_tokenizer_gpt2_dir(char *dir, size_t cap);
+/* Opens tokenizer name for the model at `where` (a model folder, or a weights file: its folder):
+ * for "gpt2", the folder's own vocab.json and merges.txt when it holds both (a Hugging Face
+ * folder, as `gptc export --format hf` writes), else the lookup of gptc_tokenizer_open. */
+gptc_status gptc_tokenizer_open_for_model(const char *name, const char *where, gptc_tokenizer **out);
 
 /* ---- the meta.json that `gptc prepare` writes beside its shards (its manifest):
  * {"tokenizer": "gpt2", "vocab": 50257, "eot": 50256, "vocab_crc32c": "8 hex digits",

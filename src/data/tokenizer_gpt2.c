@@ -544,11 +544,8 @@ static void gpt2_free(gptc_tokenizer *t) {
     free(g);
 }
 
-/* Opens the tokenizer from the two files in dir. */
-static gptc_status gpt2_open_dir(const char *dir, gptc_tokenizer **out) {
-    char enc_path[PATH_MAX], bpe_path[PATH_MAX];
-    snprintf(enc_path, sizeof enc_path, "%s/encoder.json", dir);
-    snprintf(bpe_path, sizeof bpe_path, "%s/vocab.bpe", dir);
+/* Opens the tokenizer from enc_path (encoder.json's content) and bpe_path (vocab.bpe's). */
+static gptc_status gpt2_open_files(const char *enc_path, const char *bpe_path, gptc_tokenizer **out) {
     char *enc = NULL, *bpe = NULL;
     size_t enc_len = 0, bpe_len = 0;
     gpt2 *g = calloc(1, sizeof *g);
@@ -592,6 +589,19 @@ done:
     return GPTC_OK;
 }
 
+/* Opens the tokenizer from the two files in dir. */
+static gptc_status gpt2_open_dir(const char *dir, gptc_tokenizer **out) {
+    char enc_path[PATH_MAX], bpe_path[PATH_MAX];
+    snprintf(enc_path, sizeof enc_path, "%s/encoder.json", dir);
+    snprintf(bpe_path, sizeof bpe_path, "%s/vocab.bpe", dir);
+    return gpt2_open_files(enc_path, bpe_path, out);
+}
+
+gptc_status gptc_tokenizer_gpt2_open_files(const char *enc_path, const char *bpe_path, gptc_tokenizer **out) {
+    *out = NULL;
+    return gpt2_open_files(enc_path, bpe_path, out);
+}
+
 /* Whether dir holds encoder.json or vocab.bpe. */
 static bool dir_has_vocab(const char *dir) {
     char enc[PATH_MAX + 32], bpe[PATH_MAX + 32];
@@ -603,6 +613,12 @@ static bool dir_has_vocab(const char *dir) {
 gptc_status gptc_tokenizer_gpt2_open(const char *dir, gptc_tokenizer **out) {
     *out = NULL;
     if (dir) return gpt2_open_dir(dir, out);
+    char found[PATH_MAX];
+    gptc_status st = gptc_tokenizer_gpt2_dir(found, sizeof found);
+    return st ? st : gpt2_open_dir(found, out);
+}
+
+gptc_status gptc_tokenizer_gpt2_dir(char *dir, size_t cap) {
     /* the lookup order of data.h: $GPTC_VOCAB_DIR, <dir of the binary>/../data/gpt2, ./data/gpt2;
      * the first folder holding either file is the one used (a missing partner is then an error) */
     const char *cand[3]; /* the folders, in order */
@@ -628,7 +644,11 @@ gptc_status gptc_tokenizer_gpt2_open(const char *dir, gptc_tokenizer **out) {
     char looked[900] = "";
     size_t ll = 0;
     for (int i = 0; i < nc; i++) {
-        if (dir_has_vocab(cand[i])) return gpt2_open_dir(cand[i], out);
+        if (dir_has_vocab(cand[i])) {
+            if ((size_t)snprintf(dir, cap, "%s", cand[i]) >= cap)
+                return gptc_fail(GPTC_ERR_IO, "tokenizer gpt2: the folder path %s is too long", cand[i]);
+            return GPTC_OK;
+        }
         if (ll < sizeof looked)
             ll += (size_t)snprintf(looked + ll, sizeof looked - ll, "%s%s%s", i ? ", " : "", cand[i],
                                    label[i] ? label[i] : "");

@@ -150,7 +150,7 @@ gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *u
 
     gptc_model m = {0};
     gptc_tokenizer *tok = NULL;
-    if ((st = gptc_tokenizer_open(tokname, &tok))) goto done;
+    if ((st = gptc_tokenizer_open_for_model(tokname, dir, &tok))) goto done; /* an exported folder's own files */
     if (tok->vocab > cfg.vocab) {
         st = gptc_fail(GPTC_ERR_FORMAT, "'ckpt' %s: tokenizer %s has %d ids but the model only %d", dir, tokname, tok->vocab, cfg.vocab);
         goto done;

@@ -2,6 +2,7 @@
  * and writing the latter two (see weights.h). */
 #include "train/weights.h"
 #include "train/checkpoint.h"
+#include "data/data.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -124,8 +125,9 @@ static gptc_status json_int(const cJSON *o, const char *path, const char *key, i
     return GPTC_OK;
 }
 
-/* the model configuration from a Hugging Face config.json */
-static gptc_status read_hf_config(const char *path, gptc_model_config *cfg) {
+/* the model configuration from a Hugging Face config.json, and the tokenizer its "gptc_tokenizer"
+ * names into tok (tokcap bytes; "" when it names none) */
+static gptc_status read_hf_config(const char *path, gptc_model_config *cfg, char *tok, size_t tokcap) {
     char *text = NULL;
     size_t len;
     gptc_status st = gptc_file_read_all(path, &text, &len);
@@ -169,6 +171,13 @@ static gptc_status read_hf_config(const char *path, gptc_model_config *cfg) {
                        cJSON_IsNumber(eps) ? eps->valuedouble : NAN);
         goto done;
     }
+    tok[0] = '\0';
+    const cJSON *tn = cJSON_GetObjectItemCaseSensitive(o, "gptc_tokenizer");
+    if (tn && (!cJSON_IsString(tn) || !tn->valuestring[0] || strlen(tn->valuestring) >= tokcap)) {
+        st = gptc_fail(GPTC_ERR_FORMAT, "%s: gptc_tokenizer is not a tokenizer name (byte or gpt2)", path);
+        goto done;
+    }
+    if (tn) snprintf(tok, tokcap, "%s", tn->valuestring);
     cfg->gelu = GPTC_GELU_KIND_TANH; /* GPT2Config's default, gelu_new */
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "activation_function");
     if (act) {
@@ -201,6 +210,7 @@ static gptc_status probe_safetensors(const char *file, gptc_weights_info *info) 
     if (st) return st;
     gptc_model_config *cfg = &info->cfg;
     const char *tok = gptc_st_meta(&f, "gptc.tokenizer");
+    char cfg_tok[32] = "";
     if (gptc_st_meta(&f, "gptc.layers")) {
         info->format = GPTC_WEIGHTS_GPTC;
         if ((st = meta_int(&f, "gptc.layers", &cfg->layers)) || (st = meta_int(&f, "gptc.heads", &cfg->heads)) ||
@@ -227,7 +237,8 @@ static gptc_status probe_safetensors(const char *file, gptc_weights_info *info) 
                            "folder holds both", file);
             goto done;
         }
-        if ((st = read_hf_config(cpath, cfg))) goto done;
+        if ((st = read_hf_config(cpath, cfg, cfg_tok, sizeof cfg_tok))) goto done;
+        if (!tok && cfg_tok[0]) tok = cfg_tok; /* a folder exported by gptc names its tokenizer there too */
     }
     if ((st = gptc_model_config_check(cfg))) {
         st = gptc_fail_prefix(GPTC_ERR_FORMAT, "%s: bad model config", file);
@@ -429,7 +440,27 @@ gptc_status gptc_weights_load(const gptc_weights_info *info, gptc_model *m) {
 
 /* ---- writing */
 
-static gptc_status write_hf_config(const char *path, const gptc_model_config *c) {
+/* End-of-text of the tokenizers gptc has (data/tokenizers.h: byte's is 256, after the 256 bytes;
+ * GPT-2's the last of its 50257 ids); -1 for none. */
+static int tokenizer_eot(const char *name) {
+    if (!name) return -1;
+    if (!strcmp(name, "byte")) return 256;
+    if (!strcmp(name, "gpt2")) return GPT2_VOCAB - 1;
+    return -1;
+}
+
+static gptc_status write_json(const char *path, cJSON *o) {
+    char *text = o ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    if (!text) return gptc_fail(GPTC_ERR_NOMEM, "%s: cannot format the JSON", path);
+    const void *parts[2] = {text, "\n"};
+    size_t lens[2] = {strlen(text), 1};
+    gptc_status st = gptc_file_write_atomic(path, parts, lens, 2);
+    free(text);
+    return st;
+}
+
+static gptc_status write_hf_config(const char *path, const gptc_model_config *c, const char *tokenizer) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
@@ -443,14 +474,15 @@ static gptc_status write_hf_config(const char *path, const gptc_model_config *c)
     cJSON_AddNumberToObject(o, "layer_norm_epsilon", 1e-5);
     cJSON_AddStringToObject(o, "activation_function", hf_activation(c->gelu));
     cJSON_AddBoolToObject(o, "tie_word_embeddings", 1);
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!text) return gptc_fail(GPTC_ERR_NOMEM, "%s: cannot format config", path);
-    const void *parts[1] = {text};
-    size_t lens[1] = {strlen(text)};
-    gptc_status st = gptc_file_write_atomic(path, parts, lens, 1);
-    free(text);
-    return st;
+    int eot = tokenizer_eot(tokenizer);
+    if (eot >= 0 && eot < c->vocab) {
+        cJSON_AddNumberToObject(o, "bos_token_id", eot);
+        cJSON_AddNumberToObject(o, "eos_token_id", eot);
+    }
+    /* the tokenizer, for readers that do not see the safetensors metadata (a byte-level model has
+     * no Hugging Face tokenizer files: this is the one place that says what its ids are) */
+    if (tokenizer && *tokenizer) cJSON_AddStringToObject(o, "gptc_tokenizer", tokenizer);
+    return write_json(path, o);
 }
 
 static int by_entry_name(const void *a, const void *b) {
@@ -500,7 +532,7 @@ gptc_status gptc_weights_write_hf(const char *dir, const gptc_model *m, const ch
     snprintf(path, sizeof path, "%s/" MODEL_FILE, dir);
     if ((st = gptc_st_write(path, e, m->ntensors, keys, vptr, NMETA))) goto done;
     snprintf(path, sizeof path, "%s/" CONFIG_FILE, dir);
-    st = write_hf_config(path, c);
+    st = write_hf_config(path, c, tokenizer);
 done:
     free(e);
     gptc_free(half);
@@ -560,6 +592,84 @@ done:
     return st;
 }
 
+/* Copies the file from to to (atomically). */
+static gptc_status copy_file(const char *from, const char *to) {
+    char *data = NULL;
+    size_t len = 0;
+    gptc_status st = gptc_file_read_all(from, &data, &len);
+    if (st) return st;
+    const void *parts[1] = {data};
+    st = gptc_file_write_atomic(to, parts, &len, 1);
+    gptc_free(data);
+    return st;
+}
+
+/* The GPT-2 vocabulary files to put in an exported folder, for the weights in file: the source
+ * folder's own vocab.json and merges.txt when it holds both, else encoder.json and vocab.bpe where
+ * gptc_tokenizer_open("gpt2") finds them. Checked by opening them as the readers will. */
+static gptc_status gpt2_vocab_files(const char *file, char *enc, char *bpe, size_t cap) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    snprintf(enc, cap, "%s/vocab.json", dir);
+    snprintf(bpe, cap, "%s/merges.txt", dir);
+    if (!gptc_is_file(enc) || !gptc_is_file(bpe)) {
+        char vdir[4096];
+        gptc_status st = gptc_tokenizer_gpt2_dir(vdir, sizeof vdir);
+        if (st) return st;
+        snprintf(enc, cap, "%s/encoder.json", vdir);
+        snprintf(bpe, cap, "%s/vocab.bpe", vdir);
+    }
+    gptc_tokenizer *t = NULL;
+    gptc_status st = gptc_tokenizer_open_for_model("gpt2", file, &t);
+    gptc_tokenizer_free(t);
+    return st;
+}
+
+/* What `gptc export --format hf` writes beside the weights so the folder is what Hugging Face's
+ * from_pretrained expects: generation_config.json (end-of-text as bos and eos when the tokenizer is
+ * known) and, for GPT-2's vocabulary (enc and bpe non-NULL), GPT2Tokenizer's files: vocab.json
+ * (encoder.json's content), merges.txt (vocab.bpe's), tokenizer_config.json and
+ * special_tokens_map.json. A byte-level model has no Hugging Face tokenizer: its config.json's
+ * gptc_tokenizer says "byte". */
+static gptc_status write_hf_extras(const char *dir, const gptc_model_config *c, const char *tokenizer, const char *enc,
+                                   const char *bpe) {
+    char path[4200];
+    int eot = tokenizer_eot(tokenizer);
+    cJSON *g = cJSON_CreateObject();
+    if (g && eot >= 0 && eot < c->vocab) {
+        cJSON_AddNumberToObject(g, "bos_token_id", eot);
+        cJSON_AddNumberToObject(g, "eos_token_id", eot);
+    }
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    gptc_status st = write_json(path, g);
+    if (st || !enc) return st;
+    snprintf(path, sizeof path, "%s/vocab.json", dir);
+    if ((st = copy_file(enc, path))) return st;
+    snprintf(path, sizeof path, "%s/merges.txt", dir);
+    if ((st = copy_file(bpe, path))) return st;
+    const char *special[] = {"bos_token", "eos_token", "unk_token"};
+    cJSON *map = cJSON_CreateObject(), *tc = cJSON_CreateObject();
+    for (int i = 0; i < 3; i++) {
+        if (map) cJSON_AddStringToObject(map, special[i], "<|endoftext|>");
+        if (tc) cJSON_AddStringToObject(tc, special[i], "<|endoftext|>");
+    }
+    if (tc) {
+        cJSON_AddBoolToObject(tc, "add_prefix_space", 0);
+        cJSON_AddNumberToObject(tc, "model_max_length", c->context);
+        cJSON_AddStringToObject(tc, "tokenizer_class", "GPT2Tokenizer");
+    }
+    snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
+    if ((st = write_json(path, map))) {
+        cJSON_Delete(tc);
+        return st;
+    }
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    return write_json(path, tc);
+}
+
 gptc_status gptc_weights_export(const char *src, const char *format, gptc_dtype dtype, const char *out) {
     bool hf = format && !strcmp(format, "hf"), llmc = format && !strcmp(format, "llmc");
     if (!hf && !llmc) return gptc_fail(GPTC_ERR_ARG, "'format' %s: expected hf or llmc", format ? format : "(missing)");
@@ -571,8 +681,14 @@ gptc_status gptc_weights_export(const char *src, const char *format, gptc_dtype 
     gptc_model m = {0};
     if ((st = gptc_model_init(&m, &info.cfg)) || (st = gptc_weights_load(&info, &m))) goto done;
     if (hf) {
-        if ((st = gptc_mkdir_p(out))) goto done;
-        st = gptc_weights_write_hf(out, &m, info.tokenizer, dtype, true);
+        char enc[4200], bpe[4200];
+        bool gpt2 = !strcmp(info.tokenizer, "gpt2");
+        if (gpt2 && (st = gpt2_vocab_files(info.file, enc, bpe, sizeof enc))) { /* before anything is written */
+            st = gptc_fail_prefix(st, "--format hf: the folder gets GPT-2's tokenizer files");
+            goto done;
+        }
+        if ((st = gptc_mkdir_p(out)) || (st = gptc_weights_write_hf(out, &m, info.tokenizer, dtype, true))) goto done;
+        st = write_hf_extras(out, &m.cfg, info.tokenizer, gpt2 ? enc : NULL, gpt2 ? bpe : NULL);
     } else {
         st = gptc_weights_write_llmc(out, &m, dtype);
     }
