@@ -44,7 +44,7 @@ static void check_integers(const gptc_command_spec *cmd, int argc, char **argv) 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const gptc_command_spec *const specs[] = {
         &gptc_cmd_train_spec,  &gptc_cmd_plan_spec,   &gptc_cmd_bench_spec,    &gptc_cmd_report_spec,
-        &gptc_cmd_sample_spec, &gptc_cmd_prepare_spec, &gptc_cmd_tokenize_spec,
+        &gptc_cmd_sample_spec, &gptc_cmd_prepare_spec, &gptc_cmd_tokenize_spec, &gptc_cmd_eval_spec,
     };
     if (size < 1) return 0;
     const gptc_command_spec *cmd = specs[data[0] % (sizeof specs / sizeof specs[0])];
