@@ -45,11 +45,12 @@ NETWORKS = {
 RANKS = [8, 16, 64, 256, 1024]
 BUCKETS_MB = [1, 25, 100]
 
-# Measured per-rank compute for GPT-2 124M, fp32, B=4, T=256 on this machine's 2 cores (README,
-# `sh bench/train_e2e.sh`: 222.7 and 236.9 tokens/s in two runs, mean 229.8): 1024 / 229.8 s.
+# Measured per-rank compute for GPT-2 124M, fp32, B=4, T=256 on this machine's 2 cores
+# (docs/performance.md#gpt-2-124m-training-against-pytorch-fp32, `sh bench/train_e2e.sh`: 222.7 and
+# 236.9 tokens/s in two runs, mean 229.8): 1024 / 229.8 s.
 SEQ, BATCH = 256, 4
 T124_MEASURED = BATCH * SEQ / 229.8
-FWD_SHARE, OPT_SHARE = 1.0 / 3.0, 0.039  # forward = 1/3 of forward+backward; AdamW 3.9 % of a step (README profile)
+FWD_SHARE, OPT_SHARE = 1.0 / 3.0, 0.039  # forward = 1/3 of forward+backward; AdamW 3.9 % of a step (docs/performance.md#where-a-t64-step-goes)
 
 
 def allreduce_time(s, n, alpha, bw):
@@ -130,7 +131,7 @@ def tables():
     p("Inputs: per-rank micro-batch B=%d, T=%d (fp32 gradients, 4 bytes per parameter); compute per step" % (BATCH, SEQ))
     p("scaled from the measured GPT-2 124M step on this machine's 2 cores (%.2f s) by FLOPs per token;" % T124_MEASURED)
     p("\"fast node\" = the same rank %d× faster (e.g. a 64-core node at this machine's per-core speed)." % 32)
-    p("forward : backward = 1 : 2 of forward+backward; AdamW = %.1f %% of the step (README profile)." % (OPT_SHARE * 100))
+    p("forward : backward = 1 : 2 of forward+backward; AdamW = %.1f %% of the step (docs/performance.md#where-a-t64-step-goes)." % (OPT_SHARE * 100))
     p("The embedding tables (last bucket, ready only at the end of the backward) are sent as one more message.")
     p()
     p("| model | parameters | gradient bytes | of which embeddings | FLOPs/token (T=%d) | compute/step, 2 cores | compute/step, fast node |" % SEQ)
