@@ -189,6 +189,19 @@ void gptc_flash_bwd_bf16_ref(float *dq, float *dk, float *dv, const float *do_, 
 }
 
 /* ---- dispatch: follows the level of the operator table (CPU check and GPTC_KERNELS cap). */
+#if !(defined(__x86_64__) || defined(__i386__))
+/* The avx2/avx512 kernels are built for an x86 target only (Makefile); elsewhere the level is always
+ * ref (0), so their slots below are never chosen: they name the reference to link. */
+#define gptc_flash_fwd_avx2 gptc_flash_fwd_ref
+#define gptc_flash_fwd_avx512 gptc_flash_fwd_ref
+#define gptc_flash_bwd_avx2 gptc_flash_bwd_ref
+#define gptc_flash_bwd_avx512 gptc_flash_bwd_ref
+#define gptc_flash_scratch_avx2 gptc_flash_scratch_ref
+#define gptc_flash_scratch_avx512 gptc_flash_scratch_ref
+#define gptc_flash_fwd_bf16_avx512 gptc_flash_fwd_bf16_ref
+#define gptc_flash_bwd_bf16_avx512 gptc_flash_bwd_bf16_ref
+#define gptc_flash_scratch_bf16_avx512 gptc_flash_scratch_bf16_ref
+#endif
 static int flash_level(void) { return gptc_kernels_flash_level(); }
 gptc_flash_fwd_fn gptc_flash_fwd(void) {
     static const gptc_flash_fwd_fn fns[] = {gptc_flash_fwd_ref, gptc_flash_fwd_avx2, gptc_flash_fwd_avx512};

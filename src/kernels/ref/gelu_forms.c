@@ -59,16 +59,20 @@ void gptc_gelu_ref_bwd(gptc_gelu_kind f, float *dinp, const float *inp, const fl
 /* The level is the table's variant, so GPTC_KERNELS caps these forms too. */
 void gptc_gelu_fwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *out, const float *inp, size_t n) {
     if (f == GPTC_GELU_KIND_TANH) k->gelu_fwd(out, inp, n);
+#if defined(__x86_64__) || defined(__i386__) /* the x86 kernels are built for an x86 target only (Makefile) */
     else if (strcmp(k->variant, "avx512") == 0) gptc_avx512_gelu_fwd(f, out, inp, n);
     else if (strcmp(k->variant, "avx2") == 0) gptc_avx2_gelu_fwd(f, out, inp, n);
+#endif
     else gptc_gelu_ref_fwd(f, out, inp, n);
 }
 
 void gptc_gelu_bwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *dinp, const float *inp, const float *dout,
                      size_t n) {
     if (f == GPTC_GELU_KIND_TANH) k->gelu_bwd(dinp, inp, dout, n);
+#if defined(__x86_64__) || defined(__i386__) /* the x86 kernels are built for an x86 target only (Makefile) */
     else if (strcmp(k->variant, "avx512") == 0) gptc_avx512_gelu_bwd(f, dinp, inp, dout, n);
     else if (strcmp(k->variant, "avx2") == 0) gptc_avx2_gelu_bwd(f, dinp, inp, dout, n);
+#endif
     else gptc_gelu_ref_bwd(f, dinp, inp, dout, n);
 }
 
