@@ -32,9 +32,10 @@ static const char *report_run(void) {
     bool bench = !getenv("GPTC_TEST_RUNNER");
     snprintf(cmd, sizeof cmd, "%s bench --ablation --model tiny --data %s --batch 4 --seq 32 --steps 2 --out %s/ablation.md",
              test_gptc_bin(), d, dir);
-    if (bench) CHECK_EQ_INT(test_run(cmd, &out), 0);
-    free(out);
-    out = NULL;
+    if (bench) {
+        CHECK_EQ_INT(test_run(cmd, &out), 0);
+        free(out);
+    }
     snprintf(cmd, sizeof cmd, "%s report %s", test_gptc_bin(), dir);
     CHECK_EQ_INT(test_run(cmd, &out), 0);
     CHECK_MSG(out && strstr(out, bench ? "(35 steps, 2 runs, ablation table)" : "(35 steps, 2 runs)"), "report output: %s", out);
