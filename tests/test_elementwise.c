@@ -240,7 +240,8 @@ TEST(elementwise_crossentropy) {
             for (int i = 0; i < N; i++) { /* the double-precision truth */
                 const float *zr = z + (size_t)i * Vp;
                 double mx = -INFINITY, sum = 0;
-                for (int v = 0; v < V; v++) mx = fmax(mx, zr[v]);
+                /* not fmax(mx, zr[v]): GCC 12's aarch64 -O3 vectoriser crashes on that reduction */
+                for (int v = 0; v < V; v++) mx = mx > zr[v] ? mx : zr[v];
                 for (int v = 0; v < V; v++) sum += exp(zr[v] - mx);
                 for (int v = 0; v < Vp; v++) pd[(size_t)i * Vp + v] = v < V ? (float)(exp(zr[v] - mx) / sum) : 0;
                 ld[i] = mx + log(sum) - zr[tg[i]];
@@ -372,7 +373,8 @@ TEST(elementwise_fused_crossentropy) {
             for (int i = 0; i < N; i++) { /* the double-precision truth */
                 const float *zr = z + (size_t)i * Vp;
                 double mx = -INFINITY, sum = 0;
-                for (int v = 0; v < V; v++) mx = fmax(mx, zr[v]);
+                /* not fmax(mx, zr[v]): GCC 12's aarch64 -O3 vectoriser crashes on that reduction */
+                for (int v = 0; v < V; v++) mx = mx > zr[v] ? mx : zr[v];
                 for (int v = 0; v < V; v++) sum += exp(zr[v] - mx);
                 for (int v = 0; v < Vp; v++)
                     gd[(size_t)i * Vp + v] = v < V ? (float)((exp(zr[v] - mx) / sum - (v == tg[i])) * dloss) : 0;

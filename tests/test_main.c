@@ -1,8 +1,9 @@
-/* test_main.c — runs every registered test (or those whose name contains argv[1]) and ends with
- * the line "N passed, N failed"; the exit status is nonzero if any failed. */
+/* test_main.c — runs every registered test (or those whose name contains one of the arguments) and
+ * ends with the line "N passed, N failed"; the exit status is nonzero if any failed. */
 #include "test.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,7 +47,9 @@ int main(int argc, char **argv) {
     for (int n = 0; n < g_ntests; n++) {
         int i = 0;
         while (g_tests[i].name != names[n]) i++;
-        if (argc > 1 && !strstr(g_tests[i].name, argv[1])) continue;
+        bool match = argc == 1; /* no arguments: all; else the tests whose name contains any of them */
+        for (int a = 1; a < argc && !match; a++) match = strstr(g_tests[i].name, argv[a]) != NULL;
+        if (!match) continue;
         g_cur_fail = 0;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);

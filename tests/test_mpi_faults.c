@@ -9,6 +9,10 @@
 #include <string.h>
 
 TEST(mpi_rank_killed_ends_the_job) {
+    if (getenv("GPTC_TEST_RUNNER")) { /* make test-aarch64 */
+        printf("    SKIP: under emulation gptc is built with MPI=0, and the script's MPI programs are the host's\n");
+        return;
+    }
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof cmd, "GPTC_BIN='%s' DATA='%s' KILL_BOUND_S=30 sh tests/mpi/kill_rank.sh", test_gptc_bin(),
              test_shakespeare_data());

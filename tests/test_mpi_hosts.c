@@ -10,6 +10,10 @@
 #include <string.h>
 
 TEST(mpi_two_hosts_over_tcp) {
+    if (getenv("GPTC_TEST_RUNNER")) { /* make test-aarch64 */
+        printf("    SKIP: under emulation gptc is built with MPI=0, and the script's MPI programs are the host's\n");
+        return;
+    }
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof cmd, "GPTC_BIN='%s' DATA='%s' sh tests/mpi/two_hosts.sh", test_gptc_bin(), test_shakespeare_data());
     int rc = test_run(cmd, &out);

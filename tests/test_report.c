@@ -28,13 +28,17 @@ static const char *report_run(void) {
         CHECK_MSG(out && strstr(out, "train: step time p50"), "train output: %s", out);
         free(out);
     }
+    /* make test-aarch64: gptc bench execs /proc/self/exe per stage, which needs binfmt_misc */
+    bool bench = !getenv("GPTC_TEST_RUNNER");
     snprintf(cmd, sizeof cmd, "%s bench --ablation --model tiny --data %s --batch 4 --seq 32 --steps 2 --out %s/ablation.md",
              test_gptc_bin(), d, dir);
-    CHECK_EQ_INT(test_run(cmd, &out), 0);
-    free(out);
+    if (bench) {
+        CHECK_EQ_INT(test_run(cmd, &out), 0);
+        free(out);
+    }
     snprintf(cmd, sizeof cmd, "%s report %s", test_gptc_bin(), dir);
     CHECK_EQ_INT(test_run(cmd, &out), 0);
-    CHECK_MSG(out && strstr(out, "(35 steps, 2 runs, ablation table)"), "report output: %s", out);
+    CHECK_MSG(out && strstr(out, bench ? "(35 steps, 2 runs, ablation table)" : "(35 steps, 2 runs)"), "report output: %s", out);
     free(out);
     return dir;
 }
@@ -78,6 +82,7 @@ TEST(report_log_jsonl_records) {
                                  "jitter_pct", "rss_mib", "time"};
     const char *start_fields[] = {"model", "batch", "seq", "dtype", "recompute", "threads", "pin", "peak_gflops", "time"};
     int starts = 0, steps = 0, vals = 0, ckpts = 0, last = 0;
+    double peak = 0;
     for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n")) {
         cJSON *o = cJSON_Parse(line);
         const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(o, "type"));
@@ -89,6 +94,7 @@ TEST(report_log_jsonl_records) {
                 CHECK_MSG(cJSON_GetObjectItem(o, start_fields[i]), "start record without %s: %s", start_fields[i], line);
             CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "model"), "layers")->valueint == 2);
             CHECK(cJSON_GetObjectItem(o, "first_step")->valueint == (starts == 1 ? 0 : 30));
+            peak = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "peak_gflops"));
         } else if (strcmp(type, "step") == 0) {
             steps++;
             for (size_t i = 0; i < sizeof step_fields / sizeof *step_fields; i++)
@@ -98,7 +104,8 @@ TEST(report_log_jsonl_records) {
             CHECK_EQ_INT(s, last + 1);
             last = s;
             double mfu = cJSON_GetObjectItem(o, "mfu")->valuedouble;
-            CHECK_MSG(mfu > 0 && mfu < 10, "mfu %g", mfu);
+            if (peak > 0) CHECK_MSG(mfu > 0 && mfu < 10, "mfu %g", mfu);
+            else CHECK_MSG(mfu == 0, "mfu %g without a peak (no FMA probe for this CPU, e.g. off x86)", mfu);
             if (cJSON_GetObjectItem(o, "val_loss")) vals++;
         } else if (strcmp(type, "checkpoint") == 0) {
             ckpts++;
@@ -130,7 +137,8 @@ TEST(report_html_page) {
     CHECK_EQ_INT(count(html, "<circle class=\"marker val-loss\""), 6);
     /* the ablation table: a header and a row per stage */
     const char *tab = strstr(html, "<table class=\"ablation\">");
-    CHECK(tab);
+    if (getenv("GPTC_TEST_RUNNER")) printf("    SKIP the ablation table: under emulation gptc bench cannot run (it execs itself)\n");
+    else CHECK(tab);
     if (tab) {
         const char *end = strstr(tab, "</table>");
         int rows = 0;

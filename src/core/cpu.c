@@ -1,13 +1,17 @@
 /* cpu.c — CPU feature detection with CPUID, and the OS's XSAVE support read from XCR0, so a
- * feature counts only if the OS also saves its registers. */
+ * feature counts only if the OS also saves its registers. Off x86 (aarch64) every x86 feature is
+ * false, so the kernels stay at the reference level. */
 #include "core.h"
 
-#include <cpuid.h>
 #include <string.h>
 #include <unistd.h>
 
 static gptc_cpu_info g_cpu;
 static int g_cpu_ready;
+
+/* CPUID, XGETBV and <cpuid.h> exist only on x86 */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 
 static uint64_t read_xcr0(void) {
     uint32_t eax, edx;
@@ -52,6 +56,16 @@ static void detect(gptc_cpu_info *c) {
     if (!c->os_avx) c->avx = c->avx2 = c->fma = false;
     if (!c->os_avx512) c->avx512f = c->avx512bw = c->avx512vl = c->avx512bf16 = false;
 }
+#else
+#include <sys/utsname.h>
+/* no x86 features; the brand (peak cache key, `gptc info`, the train log) is the machine (uname -m) */
+static void detect(gptc_cpu_info *c) {
+    struct utsname u;
+    memset(c, 0, sizeof *c);
+    c->logical_cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(c->brand, sizeof c->brand, "%s", uname(&u) == 0 ? u.machine : "unknown");
+}
+#endif
 
 const gptc_cpu_info *gptc_cpu(void) {
     if (!__atomic_load_n(&g_cpu_ready, __ATOMIC_ACQUIRE)) {

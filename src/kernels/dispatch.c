@@ -30,6 +30,9 @@ static bool g_ready[LEVELS];
 static const gptc_kernels *g_table;
 
 static bool level_supported(int level) {
+#if !(defined(__x86_64__) || defined(__i386__)) /* the x86 kernels are built for an x86 target only (Makefile) */
+    if (level != LEVEL_REF) return false;
+#endif
     const gptc_cpu_info *c = gptc_cpu();
     if (level == LEVEL_AVX2) return c->avx2 && c->fma && c->os_avx;
     if (level == LEVEL_AVX512) return c->avx512f && c->avx512bw && c->avx512vl && c->fma && c->avx2 && c->os_avx512;
@@ -43,8 +46,10 @@ static const gptc_kernels *build(int level) {
         gptc_kernels *k = &g_tables[level];
         /* each overlay sets the entries its level implements, flash attention and GELU forms included */
         *k = *gptc_kernels_ref();
+#if defined(__x86_64__) || defined(__i386__) /* the x86 kernels are built for an x86 target only (Makefile) */
         if (level >= LEVEL_AVX2) gptc_kernels_overlay_avx2(k);
         if (level >= LEVEL_AVX512) gptc_kernels_overlay_avx512(k);
+#endif
         k->variant = k_level_names[level];
         g_ready[level] = true;
     }

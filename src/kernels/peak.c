@@ -8,6 +8,7 @@
 
 #include <omp.h>
 
+#if defined(__x86_64__) || defined(__i386__) /* the probes are built for an x86 target only (Makefile) */
 /* GFLOP/s of probe(iters) on nt threads, flops_per_iter FLOPs per iteration, best of 10 rounds (~0.4 s
  * in all), so that another process taking a core for part of the time does not halve the figure. */
 static double measure(float (*probe)(long), double flops_per_iter, int threads) {
@@ -29,17 +30,22 @@ static double measure(float (*probe)(long), double flops_per_iter, int threads) 
     }
     return best;
 }
+#endif
 
 double gptc_peak_gflops(int threads) {
+#if defined(__x86_64__) || defined(__i386__) /* the probes are built for an x86 target only (Makefile) */
     /* 12 FMAs of 16 (AVX-512) or 8 (AVX2) lanes per iteration, 2 FLOPs each */
     if (gptc_kernels_level("avx512")) return measure(gptc_avx512_fma_probe, 12.0 * 16 * 2, threads);
     if (gptc_kernels_level("avx2")) return measure(gptc_avx2_fma_probe, 12.0 * 8 * 2, threads);
+#endif
     return 0; /* no FMA: no meaningful peak */
 }
 
 double gptc_peak_bf16_gflops(int threads) {
+#if defined(__x86_64__) || defined(__i386__) /* the probes are built for an x86 target only (Makefile) */
     /* 12 vdpbf16ps per iteration, 32 multiply-adds each (16 lanes x a pair), 2 FLOPs each */
     if (gptc_kernels_level("avx512") && gptc_cpu()->avx512bf16)
         return measure(gptc_avx512_bf16_probe, 12.0 * 32 * 2, threads);
+#endif
     return 0;
 }

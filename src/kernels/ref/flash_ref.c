@@ -203,7 +203,10 @@ gptc_flash_fwd_fn gptc_flash_fwd_bf16(void) { return gptc_kernels_get()->flash_f
 gptc_flash_bwd_fn gptc_flash_bwd_bf16(void) { return gptc_kernels_get()->flash_bwd_bf16; }
 size_t gptc_flash_scratch_bf16(int T, int HS) { return gptc_kernels_get()->flash_scratch_bf16(T, HS); }
 const char *gptc_flash_bf16_variant(void) {
-    return gptc_kernels_get()->flash_fwd_bf16 == gptc_flash_fwd_bf16_avx512 ? "avx512bf16" : "ref";
+#if defined(__x86_64__) || defined(__i386__) /* the AVX512_BF16 kernel is built for an x86 target only (Makefile) */
+    if (gptc_kernels_get()->flash_fwd_bf16 == gptc_flash_fwd_bf16_avx512) return "avx512bf16";
+#endif
+    return "ref";
 }
 
 /* ---- layout conversions */
