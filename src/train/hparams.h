@@ -3,7 +3,7 @@
  * checkpoints record them (numbers and texts by table index, so nothing here names an option).
  *
  * Messages: the library names an option by its gptc_train_options field in single quotes ('lr',
- * 'model.context'); the CLI rewrites each 'field' it has a flag for as --flag (cli/train_flags.c). */
+ * 'model.context'); the CLI rewrites each 'field' it has a flag for as --flag (cli/flag_names.c). */
 #ifndef GPTC_TRAIN_HPARAMS_H
 #define GPTC_TRAIN_HPARAMS_H
 
