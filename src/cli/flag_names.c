@@ -19,6 +19,8 @@ static const struct { const char *field, *flag; } g_extra[] = {
     /* gptc_sample_options and gptc_weights_export's arguments (gptc sample, gptc export) */
     {"ckpt", "ckpt"}, {"tokens", "tokens"}, {"temperature", "temperature"}, {"top_k", "top-k"}, {"top_p", "top-p"},
     {"format", "format"}, {"out", "out"},
+    /* gptc_eval_options (gptc eval; ckpt, data, seq, batch and threads as above) */
+    {"stride", "stride"}, {"max_tokens", "max-tokens"}, {"train_split", "split"},
 };
 
 static const char *flag_of(const char *name, size_t len) {

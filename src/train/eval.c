@@ -44,13 +44,13 @@ static void copy_tokens(const gptc_eval_stream *s, const uint64_t *starts, uint6
 gptc_status gptc_eval_stream_run(gptc_model *m, const gptc_eval_stream *s, int T, int S, int B, long max_tokens,
                                  const int *byte_len, gptc_eval_result *r) {
     int V = m->cfg.vocab;
-    if (B < 1) return gptc_fail(GPTC_ERR_ARG, "--batch %d: must be at least 1", B);
+    if (B < 1) return gptc_fail(GPTC_ERR_ARG, "'batch' %d: must be at least 1", B);
     if (T < 1 || T > m->cfg.context)
-        return gptc_fail(GPTC_ERR_ARG, "--seq %d: must be between 1 and the model's context %d", T, m->cfg.context);
+        return gptc_fail(GPTC_ERR_ARG, "'seq' %d: must be between 1 and the model's context %d", T, m->cfg.context);
     if (S < 1 || S > T)
-        return gptc_fail(GPTC_ERR_ARG, "--stride %d: must be between 1 and the window %d (--seq, or the model's context); "
-                         "use --stride %d for windows that do not overlap", S, T, T);
-    if (max_tokens < 0) return gptc_fail(GPTC_ERR_ARG, "--max-tokens %ld: must be 0 (all) or more", max_tokens);
+        return gptc_fail(GPTC_ERR_ARG, "'stride' %d: must be between 1 and the window %d ('seq', or the model's context); "
+                         "use 'stride' %d for windows that do not overlap", S, T, T);
+    if (max_tokens < 0) return gptc_fail(GPTC_ERR_ARG, "'max_tokens' %ld: must be 0 (all) or more", max_tokens);
     uint64_t *starts = malloc(sizeof *starts * ((size_t)s->npieces + 1));
     if (!starts) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
     starts[0] = 0;
@@ -156,50 +156,50 @@ static gptc_status byte_lengths(const gptc_tokenizer *tok, int vocab, int **out)
 gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r) {
     memset(r, 0, sizeof *r);
     if (!o->ckpt || !*o->ckpt)
-        return gptc_fail(GPTC_ERR_ARG, "--ckpt: missing; give a checkpoint folder written by `gptc train`, a Hugging Face "
+        return gptc_fail(GPTC_ERR_ARG, "'ckpt': missing; give a checkpoint folder written by `gptc train`, a Hugging Face "
                          "GPT-2 folder or an llm.c .bin");
     if (!o->data || !*o->data)
-        return gptc_fail(GPTC_ERR_ARG, "--data: missing; give a folder made by `gptc prepare`, a shard or a glob of shards");
-    if (o->threads < 0) return gptc_fail(GPTC_ERR_ARG, "--threads %d: must be 0 (all cores) or more", o->threads);
-    if (o->batch < 1) return gptc_fail(GPTC_ERR_ARG, "--batch %d: must be at least 1", o->batch);
-    if (o->seq < 0) return gptc_fail(GPTC_ERR_ARG, "--seq %d: must be 0 (the model's context) or more", o->seq);
-    if (o->stride < 0) return gptc_fail(GPTC_ERR_ARG, "--stride %d: must be at least 1 (or 0: the window)", o->stride);
-    if (o->max_tokens < 0) return gptc_fail(GPTC_ERR_ARG, "--max-tokens %ld: must be 0 (all) or more", o->max_tokens);
+        return gptc_fail(GPTC_ERR_ARG, "'data': missing; give a folder made by `gptc prepare`, a shard or a glob of shards");
+    if (o->threads < 0) return gptc_fail(GPTC_ERR_ARG, "'threads' %d: must be 0 (all cores) or more", o->threads);
+    if (o->batch < 1) return gptc_fail(GPTC_ERR_ARG, "'batch' %d: must be at least 1", o->batch);
+    if (o->seq < 0) return gptc_fail(GPTC_ERR_ARG, "'seq' %d: must be 0 (the model's context) or more", o->seq);
+    if (o->stride < 0) return gptc_fail(GPTC_ERR_ARG, "'stride' %d: must be at least 1 (or 0: the window)", o->stride);
+    if (o->max_tokens < 0) return gptc_fail(GPTC_ERR_ARG, "'max_tokens' %ld: must be 0 (all) or more", o->max_tokens);
 
     /* the model's description first: the window and the tokenizer come from it */
     char dir[4096];
     bool found;
     gptc_status st = gptc_ckpt_find(o->ckpt, dir, sizeof dir, &found);
-    if (st) return gptc_fail_prefix(st, "--ckpt");
+    if (st) return gptc_fail_prefix(st, "'ckpt'");
     if (!found)
-        return gptc_fail(GPTC_ERR_IO, "--ckpt %s: no checkpoint found (expected a folder written by `gptc train --ckpt`, "
+        return gptc_fail(GPTC_ERR_IO, "'ckpt' %s: no checkpoint found (expected a folder written by `gptc train 'ckpt'`, "
                          "a Hugging Face GPT-2 folder or an llm.c .bin)", o->ckpt);
     gptc_model_config cfg;
     char tokname[32];
-    if ((st = gptc_ckpt_read_config(dir, &cfg, tokname, sizeof tokname))) return gptc_fail_prefix(st, "--ckpt");
+    if ((st = gptc_ckpt_read_config(dir, &cfg, tokname, sizeof tokname))) return gptc_fail_prefix(st, "'ckpt'");
     int T = o->seq ? o->seq : cfg.context;
     if (T > cfg.context)
-        return gptc_fail(GPTC_ERR_ARG, "--seq %d: longer than the model's context %d; use --seq %d or less", T, cfg.context,
+        return gptc_fail(GPTC_ERR_ARG, "'seq' %d: longer than the model's context %d; use 'seq' %d or less", T, cfg.context,
                          cfg.context);
     int S = o->stride ? o->stride : T;
     if (S > T)
-        return gptc_fail(GPTC_ERR_ARG, "--stride %d: longer than the window %d (%s); use --stride %d or less", S, T,
-                         o->seq ? "--seq" : "the model's context", T);
+        return gptc_fail(GPTC_ERR_ARG, "'stride' %d: longer than the window %d (%s); use 'stride' %d or less", S, T,
+                         o->seq ? "'seq'" : "the model's context", T);
 
     /* the data: its manifest's tokenizer must be the model's */
     gptc_data_meta meta;
     bool has_meta = false;
-    if ((st = gptc_data_meta_read(o->data, &meta, &has_meta))) return gptc_fail_prefix(st, "--data");
+    if ((st = gptc_data_meta_read(o->data, &meta, &has_meta))) return gptc_fail_prefix(st, "'data'");
     if (has_meta && tokname[0] && meta.tokenizer[0] && strcmp(meta.tokenizer, tokname) != 0)
-        return gptc_fail(GPTC_ERR_STATE, "--data %s: holds %s tokens (vocabulary %d) but --ckpt %s reads %s tokens; "
-                         "prepare the data with --tokenizer %s", o->data, meta.tokenizer, meta.vocab, o->ckpt, tokname,
+        return gptc_fail(GPTC_ERR_STATE, "'data' %s: holds %s tokens (vocabulary %d) but 'ckpt' %s reads %s tokens; "
+                         "prepare the data with the %s tokenizer", o->data, meta.tokenizer, meta.vocab, o->ckpt, tokname,
                          tokname);
     if (has_meta && meta.vocab > cfg.vocab)
-        return gptc_fail(GPTC_ERR_STATE, "--data %s: holds %s tokens of a vocabulary of %d but --ckpt %s has %d; prepare "
+        return gptc_fail(GPTC_ERR_STATE, "'data' %s: holds %s tokens of a vocabulary of %d but 'ckpt' %s has %d; prepare "
                          "the data with the model's tokenizer", o->data, meta.tokenizer, meta.vocab, o->ckpt, cfg.vocab);
     char **paths = NULL;
     int npaths = 0;
-    if ((st = gptc_data_resolve(o->data, !o->train_split, &paths, &npaths))) return gptc_fail_prefix(st, "--data");
+    if ((st = gptc_data_resolve(o->data, !o->train_split, &paths, &npaths))) return gptc_fail_prefix(st, "'data'");
     gptc_shard *shards = calloc((size_t)npaths, sizeof *shards);
     const uint16_t **tok = calloc((size_t)npaths, sizeof *tok);
     size_t *n = calloc((size_t)npaths, sizeof *n);
@@ -210,18 +210,19 @@ gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r) {
         st = gptc_fail(GPTC_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (; opened < npaths; opened++) {
-        if ((st = gptc_shard_open(&shards[opened], paths[opened]))) {
-            st = gptc_fail_prefix(st, "--data");
+    for (int i = 0; i < npaths; i++) {
+        if ((st = gptc_shard_open(&shards[i], paths[i]))) {
+            st = gptc_fail_prefix(st, "'data'");
             goto done;
         }
-        tok[opened] = shards[opened].tokens;
-        n[opened] = shards[opened].ntok;
-        for (size_t j = 0; j < n[opened]; j++) /* named here by file, before the model is read */
-            if (tok[opened][j] >= cfg.vocab) {
-                st = gptc_fail(GPTC_ERR_FORMAT, "--data %s: token %zu is id %d, outside --ckpt %s's vocabulary of %d; the "
-                               "data was made with another tokenizer: prepare it with the model's (%s)", paths[opened], j,
-                               tok[opened][j], o->ckpt, cfg.vocab, tokname[0] ? tokname : "gpt2 or byte");
+        opened = i + 1; /* closed at done from here on */
+        tok[i] = shards[i].tokens;
+        n[i] = shards[i].ntok;
+        for (size_t j = 0; j < n[i]; j++) /* named here by file, before the model is read */
+            if (tok[i][j] >= cfg.vocab) {
+                st = gptc_fail(GPTC_ERR_FORMAT, "'data' %s: token %zu is id %d, outside 'ckpt' %s's vocabulary of %d; the "
+                               "data was made with another tokenizer: prepare it with the model's (%s)", paths[i], j,
+                               tok[i][j], o->ckpt, cfg.vocab, tokname[0] ? tokname : "gpt2 or byte");
                 goto done;
             }
     }
@@ -229,13 +230,13 @@ gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r) {
 
     /* bits per byte needs the tokenizer; without it the rest still runs */
     if (tokname[0] && gptc_tokenizer_open_for_model(tokname, dir, &tz) != GPTC_OK)
-        gptc_warn("--ckpt %s: no bits per byte: %s", o->ckpt, gptc_last_error());
+        gptc_warn("'ckpt' %s: no bits per byte: %s", o->ckpt, gptc_last_error());
     if (tz && (st = byte_lengths(tz, cfg.vocab, &byte_len))) goto done;
 
     gptc_set_threads(o->threads);
     if ((st = gptc_model_init(&m, &cfg))) goto done;
     if ((st = gptc_ckpt_load(dir, &m, NULL, NULL, NULL))) {
-        st = gptc_fail_prefix(st, "--ckpt");
+        st = gptc_fail_prefix(st, "'ckpt'");
         goto done;
     }
     m.fuse = true; /* the trainer's default path: chunked classifier, fused residual+LayerNorm, fp32 */
@@ -245,7 +246,7 @@ gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r) {
     gptc_eval_stream s = {tok, n, npaths};
     gptc_eval_result res;
     if ((st = gptc_eval_stream_run(&m, &s, T, S, o->batch, o->max_tokens, byte_len, &res))) {
-        if (st != GPTC_ERR_NUMERIC) st = gptc_fail_prefix(st, "--data %s", o->data);
+        if (st != GPTC_ERR_NUMERIC) st = gptc_fail_prefix(st, "'data' %s", o->data);
         goto done;
     }
     snprintf(res.tokenizer, sizeof res.tokenizer, "%s", tokname);
