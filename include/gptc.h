@@ -51,7 +51,7 @@ typedef struct gptc_model_config {
 
 /* "tanh", "erf" or "sigmoid" (the names `gptc train --gelu` takes); "?" for a value out of range. */
 const char *gptc_gelu_name(gptc_gelu_kind g);
-/* Parses one of those names into *out; anything else is GPTC_ERR_ARG naming --gelu and the choices. */
+/* Parses one of those names into *out; anything else is GPTC_ERR_ARG naming 'model.gelu' and the choices. */
 gptc_status gptc_gelu_from_name(const char *name, gptc_gelu_kind *out);
 
 /* Fills *cfg from a preset name, one of gptc_model_preset_names() (the list lives in one place:
@@ -77,7 +77,7 @@ double gptc_model_flops_per_token(const gptc_model_config *cfg, int T);
  * master weights, gradients and AdamW stay fp32. */
 typedef enum gptc_precision { GPTC_PRECISION_FP32 = 0, GPTC_PRECISION_BF16 = 1 } gptc_precision;
 const char *gptc_precision_name(gptc_precision p); /* "fp32", "bf16"; "?" out of range */
-gptc_status gptc_precision_from_name(const char *name, gptc_precision *out); /* GPTC_ERR_ARG names --dtype */
+gptc_status gptc_precision_from_name(const char *name, gptc_precision *out); /* GPTC_ERR_ARG names 'dtype' */
 
 /* Activations dropped after the forward and recomputed in the backward (--recompute); each level
  * drops what the one before it drops and more: none; gelu (the MLP's GELU output); attn (also the
@@ -87,7 +87,7 @@ typedef enum gptc_recompute {
     GPTC_RECOMPUTE_NONE = 0, GPTC_RECOMPUTE_GELU, GPTC_RECOMPUTE_ATTN, GPTC_RECOMPUTE_BLOCK
 } gptc_recompute;
 const char *gptc_recompute_name(gptc_recompute r); /* "none", "gelu", "attn", "block"; "?" out of range */
-gptc_status gptc_recompute_from_name(const char *name, gptc_recompute *out); /* GPTC_ERR_ARG names --recompute */
+gptc_status gptc_recompute_from_name(const char *name, gptc_recompute *out); /* GPTC_ERR_ARG names 'recompute' */
 
 /* What the trainer does after too many bad steps in a row (see gptc_train_options.bad_steps). */
 typedef enum gptc_on_bad { GPTC_ON_BAD_ROLLBACK = 0, GPTC_ON_BAD_STOP = 1 } gptc_on_bad;

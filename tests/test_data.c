@@ -483,7 +483,7 @@ TEST(data_loader_refusals) {
     CHECK_OK(open_loader(&l, paths, 1, 3, 8, 65536, false, 0, 0, 1));
     gptc_loader_close(&l);
     CHECK_EQ_INT(open_loader(&l, paths, 1, 4, 8, 65536, false, 0, 0, 1), GPTC_ERR_ARG);
-    CHECK_MSG(strstr(gptc_last_error(), "25 tokens in 3 windows of 8+1") && strstr(gptc_last_error(), "--batch"),
+    CHECK_MSG(strstr(gptc_last_error(), "25 tokens in 3 windows of 8+1") && strstr(gptc_last_error(), "'batch'"),
               "%s", gptc_last_error());
     CHECK(l.shards == NULL && l.order == NULL);
     CHECK_EQ_INT(open_loader(&l, paths, 1, 2, 8, 65536, false, 0, 1, 2), GPTC_ERR_ARG); /* 2×2 > 3 */

@@ -236,7 +236,7 @@ TEST(model_config_checks) {
     CHECK(gptc_model_preset("gpt5", &c) == GPTC_ERR_ARG);
     c = (gptc_model_config){2, 3, 64, 32, 100, GPTC_GELU_KIND_TANH};
     CHECK(gptc_model_config_check(&c) == GPTC_ERR_ARG);
-    CHECK(strstr(gptc_last_error(), "--heads 3") != NULL);
+    CHECK(strstr(gptc_last_error(), "'model.heads' 3") != NULL);
     c = (gptc_model_config){0, 2, 64, 32, 100, GPTC_GELU_KIND_TANH};
     CHECK(gptc_model_config_check(&c) == GPTC_ERR_ARG);
     /* the GELU form: presets are GPT-2's tanh, names round-trip, unknown values are refused */
@@ -250,7 +250,7 @@ TEST(model_config_checks) {
     CHECK(strcmp(gptc_gelu_name(GPTC_GELU_KIND_ERF), "erf") == 0 && strcmp(gptc_gelu_name((gptc_gelu_kind)7), "?") == 0);
     gptc_gelu_kind g;
     CHECK(gptc_gelu_from_name("fast", &g) == GPTC_ERR_ARG);
-    CHECK(strstr(gptc_last_error(), "--gelu fast") && strstr(gptc_last_error(), "tanh, erf or sigmoid"));
+    CHECK(strstr(gptc_last_error(), "'model.gelu' fast") && strstr(gptc_last_error(), "tanh, erf or sigmoid"));
     c = (gptc_model_config){2, 2, 64, 32, 100, (gptc_gelu_kind)3};
     CHECK(gptc_model_config_check(&c) == GPTC_ERR_ARG);
     CHECK(strstr(gptc_last_error(), "gelu 3") != NULL);

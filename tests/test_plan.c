@@ -115,7 +115,7 @@ TEST(plan_zero_divides_optimizer_state) {
         CHECK_EQ_INT(p.total, p.params + p.grads + p.optim + p.acts + p.workspace);
     }
     r.zero = 2;
-    CHECK(gptc_mem_plan_make(&r, &p) == GPTC_ERR_ARG && strstr(gptc_last_error(), "--zero"));
+    CHECK(gptc_mem_plan_make(&r, &p) == GPTC_ERR_ARG && strstr(gptc_last_error(), "'zero'"));
 }
 
 TEST(plan_cli_table) {

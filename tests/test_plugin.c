@@ -174,7 +174,7 @@ TEST(plugin_refusals_name_the_cause) {
     gptc_op_plugins_free(s);
     /* missing files and empty lists */
     CHECK_EQ_INT(gptc_op_plugins_load("/nonexistent/p.so", gptc_kernels_get(), &run, &s), GPTC_ERR_ARG);
-    CHECK_MSG(strstr(gptc_last_error(), "--op-plugin /nonexistent/p.so: cannot load it"), "%s", gptc_last_error());
+    CHECK_MSG(strstr(gptc_last_error(), "'op_plugins' /nonexistent/p.so: cannot load it"), "%s", gptc_last_error());
     CHECK_OK(gptc_op_plugins_load(",", gptc_kernels_get(), &run, &s));
     CHECK(s && gptc_op_plugins_table(s)->gelu_fwd == gptc_kernels_get()->gelu_fwd);
     gptc_op_plugins_free(s);

@@ -792,21 +792,21 @@ TEST(prepare_refusals) {
     expect_refusal(&o, GPTC_ERR_ARG, "--tokenizer nope: unknown", out);
     o.tokenizer = "byte";
     o.val_fraction = 1.0f;
-    expect_refusal(&o, GPTC_ERR_ARG, "--val-fraction", out);
+    expect_refusal(&o, GPTC_ERR_ARG, "'val_fraction'", out);
     o.val_fraction = NAN;
-    expect_refusal(&o, GPTC_ERR_ARG, "--val-fraction", out);
+    expect_refusal(&o, GPTC_ERR_ARG, "'val_fraction'", out);
     o.val_fraction = 0.1f;
     o.shard_tokens = 0;
-    expect_refusal(&o, GPTC_ERR_ARG, "--shard-tokens", out);
+    expect_refusal(&o, GPTC_ERR_ARG, "'shard_tokens'", out);
     o.shard_tokens = 100;
     o.threads = -1;
-    expect_refusal(&o, GPTC_ERR_ARG, "--threads", out);
+    expect_refusal(&o, GPTC_ERR_ARG, "'threads'", out);
     o.threads = 0;
     o.ninputs = 0;
     expect_refusal(&o, GPTC_ERR_ARG, "no input files", out);
     o.ninputs = 2;
     o.out = NULL;
-    expect_refusal(&o, GPTC_ERR_ARG, "--out: missing", out);
+    expect_refusal(&o, GPTC_ERR_ARG, "'out': missing", out);
     o.out = good; /* a file, not a folder */
     expect_refusal(&o, GPTC_ERR_ARG, "not a folder", out);
     o.out = test_path(under, sizeof under, "%s/sub/dir", good); /* a folder under a file */

@@ -21,6 +21,10 @@ static const struct { const char *field, *flag; } g_extra[] = {
     {"format", "format"}, {"out", "out"},
     /* gptc_eval_options (gptc eval; ckpt, data, seq, batch and threads as above) */
     {"stride", "stride"}, {"max_tokens", "max-tokens"}, {"train_split", "split"},
+    /* gptc_prepare_options (gptc prepare), the planner's request (gptc plan), and the rest of gptc train's */
+    {"val_fraction", "val-fraction"}, {"shard_tokens", "shard-tokens"}, {"tokenizer", "tokenizer"},
+    {"doc_separator", "doc-separator"}, {"ranks", "ranks"}, {"model", "model"}, {"comm_timeout", "comm-timeout"},
+    {"pin", "pin"},
 };
 
 static const char *flag_of(const char *name, size_t len) {

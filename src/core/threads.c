@@ -31,7 +31,7 @@ static int core_of(int c) {
 int gptc_pin_threads(int *cpus, int cap) {
     if (!g_have_saved) {
         if (sched_getaffinity(0, sizeof g_saved, &g_saved) != 0)
-            return gptc_fail(GPTC_ERR_STATE, "--pin: cannot read this process's CPU affinity"), -1;
+            return gptc_fail(GPTC_ERR_STATE, "'pin': cannot read this process's CPU affinity"), -1;
         g_have_saved = true;
     }
     /* the allowed CPUs, one per physical core first, then their siblings */
@@ -39,7 +39,7 @@ int gptc_pin_threads(int *cpus, int cap) {
     for (int pass = 0; pass < 2; pass++)
         for (int c = 0; c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &g_saved) && ((core_of(c) == c) == (pass == 0))) order[n++] = c;
-    if (n == 0) return gptc_fail(GPTC_ERR_STATE, "--pin: this process may run on no CPU"), -1;
+    if (n == 0) return gptc_fail(GPTC_ERR_STATE, "'pin': this process may run on no CPU"), -1;
     int nt = gptc_threads(), failed = 0;
 #pragma omp parallel num_threads(nt)
     {
@@ -52,7 +52,7 @@ int gptc_pin_threads(int *cpus, int cap) {
             failed = 1;
         }
     }
-    if (failed) return gptc_fail(GPTC_ERR_STATE, "--pin: the kernel refused to bind a thread to a CPU"), -1;
+    if (failed) return gptc_fail(GPTC_ERR_STATE, "'pin': the kernel refused to bind a thread to a CPU"), -1;
     for (int i = 0; cpus && i < nt && i < cap; i++) cpus[i] = order[i % n];
     return nt;
 }

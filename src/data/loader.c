@@ -53,8 +53,8 @@ gptc_status gptc_loader_open(gptc_loader *l, char *const *paths, int npaths, int
                              bool shuffle, uint64_t seed, int rank, int world) {
     memset(l, 0, sizeof *l);
     if (npaths < 1) return gptc_fail(GPTC_ERR_ARG, "no shard files to load");
-    if (B < 1) return gptc_fail(GPTC_ERR_ARG, "--batch %d: must be at least 1", B);
-    if (T < 1) return gptc_fail(GPTC_ERR_ARG, "--seq %d: must be at least 1", T);
+    if (B < 1) return gptc_fail(GPTC_ERR_ARG, "'batch' %d: must be at least 1", B);
+    if (T < 1) return gptc_fail(GPTC_ERR_ARG, "'seq' %d: must be at least 1", T);
     if (vocab < 1) return gptc_fail(GPTC_ERR_ARG, "vocabulary %d: must be at least 1", vocab);
     if (world < 1 || rank < 0 || rank >= world)
         return gptc_fail(GPTC_ERR_ARG, "rank %d of %d ranks: need 0 <= rank < ranks", rank, world);
@@ -85,7 +85,7 @@ gptc_status gptc_loader_open(gptc_loader *l, char *const *paths, int npaths, int
         else snprintf(what, sizeof what, "%d shards (%s, ...)", npaths, paths[0]);
         st = gptc_fail(GPTC_ERR_ARG,
                        "%s: holds %zu tokens in %zu windows of %d+1, fewer than the %zu (%d per rank × %d "
-                       "ranks) a batch needs; use a smaller --batch or --seq, or more data",
+                       "ranks) a batch needs; use a smaller 'batch' or 'seq', or more data",
                        what, ntokens, l->nwindows, T, need, B, world);
         goto fail;
     }
@@ -159,7 +159,7 @@ gptc_status gptc_loader_seek(gptc_loader *l, gptc_loader_pos pos) {
     if (pos.cursor > l->nwindows)
         return gptc_fail(GPTC_ERR_STATE,
                          "data position (epoch %llu, window %llu) is past the %zu windows of this data; "
-                         "resume with the same data, --batch and --seq the run started with",
+                         "resume with the same data, 'batch' and 'seq' the run started with",
                          (unsigned long long)pos.epoch, (unsigned long long)pos.cursor, l->nwindows);
     loader_use_epoch(l, pos.epoch);
     l->pos = pos;

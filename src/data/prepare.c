@@ -62,14 +62,14 @@ static gptc_status prepare_check_input(const char *path, int i, uint64_t *size) 
 
 /* --out must be a folder or creatable as one: no part of it may be an existing non-folder. */
 static gptc_status prepare_check_out(const char *out) {
-    if (!out || !out[0]) return gptc_fail(GPTC_ERR_ARG, "--out: missing; name the folder for the shards");
+    if (!out || !out[0]) return gptc_fail(GPTC_ERR_ARG, "'out': missing; name the folder for the shards");
     struct stat sb;
     if (stat(out, &sb) == 0) {
-        if (!S_ISDIR(sb.st_mode)) return gptc_fail(GPTC_ERR_ARG, "--out %s: exists and is not a folder", out);
+        if (!S_ISDIR(sb.st_mode)) return gptc_fail(GPTC_ERR_ARG, "'out' %s: exists and is not a folder", out);
         return GPTC_OK;
     }
     char *p = strdup(out); /* walk up to the nearest part that exists */
-    if (!p) return gptc_fail(GPTC_ERR_NOMEM, "cannot allocate the --out path");
+    if (!p) return gptc_fail(GPTC_ERR_NOMEM, "cannot allocate the 'out' path");
     gptc_status st = GPTC_OK;
     for (char *slash; (slash = strrchr(p, '/')) != NULL;) {
         while (slash > p && slash[-1] == '/') slash--;
@@ -77,7 +77,7 @@ static gptc_status prepare_check_out(const char *out) {
         *slash = '\0';
         if (stat(p, &sb) == 0) {
             if (!S_ISDIR(sb.st_mode))
-                st = gptc_fail(GPTC_ERR_ARG, "--out %s: %s exists and is not a folder", out, p);
+                st = gptc_fail(GPTC_ERR_ARG, "'out' %s: %s exists and is not a folder", out, p);
             break;
         }
     }
@@ -89,11 +89,11 @@ static gptc_status prepare_check(const gptc_prepare_options *o, uint64_t *sizes,
     gptc_status st = prepare_check_out(o->out);
     if (st != GPTC_OK) return st;
     if (!(o->val_fraction >= 0.0f && o->val_fraction < 1.0f))
-        return gptc_fail(GPTC_ERR_ARG, "--val-fraction %g: must be at least 0 and below 1", (double)o->val_fraction);
+        return gptc_fail(GPTC_ERR_ARG, "'val_fraction' %g: must be at least 0 and below 1", (double)o->val_fraction);
     if (o->shard_tokens < 1 || o->shard_tokens > INT32_MAX)
-        return gptc_fail(GPTC_ERR_ARG, "--shard-tokens %ld: must be between 1 and %d", o->shard_tokens, INT32_MAX);
+        return gptc_fail(GPTC_ERR_ARG, "'shard_tokens' %ld: must be between 1 and %d", o->shard_tokens, INT32_MAX);
     if (o->threads < 0 || o->threads > PREPARE_MAX_THREADS)
-        return gptc_fail(GPTC_ERR_ARG, "--threads %d: must be between 0 (all cores) and %d", o->threads,
+        return gptc_fail(GPTC_ERR_ARG, "'threads' %d: must be between 0 (all cores) and %d", o->threads,
                          PREPARE_MAX_THREADS);
     *total = 0;
     for (int i = 0; i < o->ninputs; i++) {
@@ -120,10 +120,10 @@ static gptc_status prepare_tokenizer(const gptc_prepare_options *o, const gptc_p
     }
     const gptc_tokenizer *t = *tok;
     if (t->vocab < 1 || t->vocab > 65536)
-        return gptc_fail(GPTC_ERR_ARG, "--tokenizer %s: %d ids do not fit token shards (uint16 ids, at most 65536)",
+        return gptc_fail(GPTC_ERR_ARG, "'tokenizer' %s: %d ids do not fit token shards (uint16 ids, at most 65536)",
                          t->name, t->vocab);
     if (t->eot < 0 || t->eot >= t->vocab)
-        return gptc_fail(GPTC_ERR_ARG, "--tokenizer %s: end-of-text id %d is outside its %d ids", t->name, t->eot,
+        return gptc_fail(GPTC_ERR_ARG, "'tokenizer' %s: end-of-text id %d is outside its %d ids", t->name, t->eot,
                          t->vocab);
     return GPTC_OK;
 }
@@ -401,9 +401,9 @@ gptc_status gptc_prepare_run_knobs(const gptc_prepare_options *o, const gptc_pre
     st = prepare_stream(&r, &val_start);
     gptc_prep_writer *w = &r.writer;
     if (st == GPTC_OK && w->tokens[0] + w->tokens[1] == 0)
-        st = gptc_fail(GPTC_ERR_ARG, "no text to tokenize: the inputs hold only --doc-separator");
+        st = gptc_fail(GPTC_ERR_ARG, "no text to tokenize: the inputs hold only 'doc_separator'");
     else if (st == GPTC_OK && w->tokens[0] == 0)
-        st = gptc_fail(GPTC_ERR_ARG, "--val-fraction %g: leaves no train tokens; use a smaller fraction",
+        st = gptc_fail(GPTC_ERR_ARG, "'val_fraction' %g: leaves no train tokens; use a smaller fraction",
                        (double)o->val_fraction);
     if (st == GPTC_OK) {
         /* until the new meta.json is written, a folder without one says "incomplete" */

@@ -54,7 +54,7 @@ static void *watch(void *arg) {
         const char *what = atomic_load_explicit(&g_what, memory_order_relaxed);
         char msg[512];
         int n = snprintf(msg, sizeof msg,
-                         "[rank %d] gptc: comm timeout: %s has waited %.1f s for the other ranks (--comm-timeout %g): "
+                         "[rank %d] gptc: comm timeout: %s has waited %.1f s for the other ranks ('comm_timeout' %g): "
                          "a rank has stopped or cannot be reached; ending this rank so that mpirun ends the job\n",
                          gptc_dist_rank(), what ? what : "an exchange", waited, g_limit);
         if (n > 0 && write(STDERR_FILENO, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1) < 0) {
@@ -75,7 +75,7 @@ gptc_status gptc_dist_set_comm_timeout(double seconds) {
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     int e = pthread_create(&th, &attr, watch, NULL);
     pthread_attr_destroy(&attr);
-    if (e) return gptc_fail(GPTC_ERR_STATE, "--comm-timeout: cannot start the watchdog thread (%s)", strerror(e));
+    if (e) return gptc_fail(GPTC_ERR_STATE, "'comm_timeout': cannot start the watchdog thread (%s)", strerror(e));
     g_started = true;
     return GPTC_OK;
 }

@@ -24,7 +24,7 @@ static int op_index(const char *name) {
 static gptc_status check_shape(const char *lib, const char *op, const gptc_op_impl *im, int64_t n, const char *nwhat,
                                int C, int T, int HS, const char *where) {
     const gptc_op_contract *c = &im->contract;
-    const char *fmt = "--op-plugin %s: %s (%s) %s, but %s calls it with %s: the plugin's shape contract does not fit "
+    const char *fmt = "'op_plugins' %s: %s (%s) %s, but %s calls it with %s: the plugin's shape contract does not fit "
                       "this run; change the run's shapes or leave the plugin out";
     char need[96], have[96];
     need[0] = 0;
@@ -78,7 +78,7 @@ static gptc_status check_contract(const char *lib, int op, const gptc_op_impl *i
         break;
     default: /* called at many shapes: only "any" */
         if (memcmp(c, &any, sizeof any))
-            st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s (%s) declares a shape contract, but gptc calls %s at many "
+            st = gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: %s (%s) declares a shape contract, but gptc calls %s at many "
                            "shapes and takes only the all-zero contract (any shape) for it", lib, name, im->name, name);
     }
     return st;
@@ -124,12 +124,12 @@ static const char *base_name(const char *path) {
 static gptc_status add_plugin(gptc_op_plugins *s, const char *path, const gptc_op_plugin *pl, const gptc_op_run *r,
                               char who[][256], int *used) {
     if (pl->abi_version < GPTC_OP_ABI_MIN_VERSION || pl->abi_version > GPTC_OP_ABI_VERSION)
-        return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: built for operator ABI version %u, but this gptc speaks versions %u "
+        return gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: built for operator ABI version %u, but this gptc speaks versions %u "
                          "to %u; rebuild it against this gptc's include/gptc_op_plugin.h", path, pl->abi_version,
                          GPTC_OP_ABI_MIN_VERSION, GPTC_OP_ABI_VERSION);
     const char *pname = pl->name && *pl->name ? pl->name : base_name(path);
     if (pl->nimpls < 1 || !pl->impls)
-        return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: registers no operator", path);
+        return gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: registers no operator", path);
     for (int i = 0; i < pl->nimpls; i++) {
         const gptc_op_impl *im = &pl->impls[i];
         int op = op_index(im->op);
@@ -137,23 +137,23 @@ static gptc_status add_plugin(gptc_op_plugins *s, const char *path, const gptc_o
             char names[1024] = "";
             for (int j = 0; j < NOPS; j++)
                 snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", gptc_op_infos[j].name);
-            return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: registers operator '%s', which a plugin cannot replace (these "
+            return gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: registers operator '%s', which a plugin cannot replace (these "
                              "can: %s)", path, im->op ? im->op : "(null)", names);
         }
         const char *name = gptc_op_infos[op].name;
         if (gptc_op_infos[op].since > pl->abi_version)
-            return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: registers operator '%s', replaceable since operator ABI version "
+            return gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: registers operator '%s', replaceable since operator ABI version "
                              "%u, but declares version %u; rebuild it against this gptc's include/gptc_op_plugin.h", path,
                              name, gptc_op_infos[op].since, pl->abi_version);
         if (!im->fn.any || !im->name || !*im->name || strlen(im->name) > 64)
-            return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s has no %s", path, name,
+            return gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: %s has no %s", path, name,
                              !im->fn.any ? "function" : "implementation name (1 to 64 characters)");
         if (who[op][0])
-            return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s is already replaced by %s; give one plugin per operator", path,
+            return gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: %s is already replaced by %s; give one plugin per operator", path,
                              name, who[op]);
         if (!gptc_op_runs(op, r)) {
             if (!r->quiet)
-                gptc_warn("--op-plugin %s: %s (%s) is not called by this run (it runs %s); skipped", path, name, im->name,
+                gptc_warn("'op_plugins' %s: %s (%s) is not called by this run (it runs %s); skipped", path, name, im->name,
                           gptc_op_infos[op].runs_when);
             continue;
         }
@@ -162,9 +162,9 @@ static gptc_status add_plugin(gptc_op_plugins *s, const char *path, const gptc_o
         double err, tol = gptc_op_infos[op].tol;
         const char *what;
         if ((st = gptc_op_probe_index(op, im->fn, r, &im->contract, &err, &what)))
-            return gptc_fail_prefix(st, "--op-plugin %s: %s (%s)", path, name, im->name);
+            return gptc_fail_prefix(st, "'op_plugins' %s: %s (%s)", path, name, im->name);
         if (!(err <= tol))
-            return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: %s (%s) disagrees with the reference: max error %.3g in %s, "
+            return gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: %s (%s) disagrees with the reference: max error %.3g in %s, "
                              "tolerance %.3g (probe at the run's shapes); fix the plugin or leave it out", path, name,
                              im->name, err, what, tol);
         char label[160];
@@ -190,7 +190,7 @@ static gptc_status load_one(gptc_op_plugins *s, const char *path, const gptc_op_
     void *h = dlopen(local, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
-        return gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: cannot load it: %s", path, e ? e : "dlopen failed");
+        return gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: cannot load it: %s", path, e ? e : "dlopen failed");
     }
     gptc_status st = GPTC_OK;
     void *sym = dlsym(h, GPTC_OP_PLUGIN_ENTRY);
@@ -198,12 +198,12 @@ static gptc_status load_one(gptc_op_plugins *s, const char *path, const gptc_op_
     memcpy(&entry, &sym, sizeof entry);
     const gptc_op_plugin *pl = entry ? entry(GPTC_OP_ABI_VERSION) : NULL;
     if (!entry) {
-        st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: not a gptc operator plugin (no %s symbol); build it against "
+        st = gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: not a gptc operator plugin (no %s symbol); build it against "
                        "include/gptc_op_plugin.h (see docs/extending.md)", path, GPTC_OP_PLUGIN_ENTRY);
         goto fail;
     }
     if (!pl) {
-        st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: declined this gptc's operator ABI version %u; rebuild it against "
+        st = gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: declined this gptc's operator ABI version %u; rebuild it against "
                        "this gptc's include/gptc_op_plugin.h", path, GPTC_OP_ABI_VERSION);
         goto fail;
     }
@@ -231,7 +231,7 @@ gptc_status gptc_op_plugins_load(const char *paths, const gptc_kernels *base, co
         if (len) {
             char path[4096];
             if (len >= sizeof path) {
-                st = gptc_fail(GPTC_ERR_ARG, "--op-plugin %.64s...: path too long", p);
+                st = gptc_fail(GPTC_ERR_ARG, "'op_plugins' %.64s...: path too long", p);
                 break;
             }
             memcpy(path, p, len);
@@ -264,7 +264,7 @@ gptc_status gptc_op_plugins_link(const gptc_op_plugin *const *plugins, int n, co
         snprintf(origin, sizeof origin, "%s (linked in)", plugins[i] && plugins[i]->name ? plugins[i]->name : "(unnamed)");
         int used = 0;
         st = plugins[i] ? add_plugin(s, origin, plugins[i], run, who, &used)
-                        : gptc_fail(GPTC_ERR_ARG, "--op-plugin %s: no description", origin);
+                        : gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: no description", origin);
     }
     if (st) {
         free(s);

@@ -15,7 +15,7 @@ gptc_status gptc_gelu_from_name(const char *name, gptc_gelu_kind *out) {
             *out = (gptc_gelu_kind)i;
             return GPTC_OK;
         }
-    return gptc_fail(GPTC_ERR_ARG, "--gelu %s: unknown GELU form (expected tanh, erf or sigmoid)", name ? name : "");
+    return gptc_fail(GPTC_ERR_ARG, "'model.gelu' %s: unknown GELU form (expected tanh, erf or sigmoid)", name ? name : "");
 }
 
 static const char *const g_precision_names[] = {"fp32", "bf16"};
@@ -35,7 +35,7 @@ const char *gptc_precision_name(gptc_precision p) {
 
 gptc_status gptc_precision_from_name(const char *name, gptc_precision *out) {
     int i = name_index(name, g_precision_names, NAMES(g_precision_names));
-    if (i < 0) return gptc_fail(GPTC_ERR_ARG, "--dtype %s: unknown precision (expected fp32 or bf16)", name ? name : "");
+    if (i < 0) return gptc_fail(GPTC_ERR_ARG, "'dtype' %s: unknown precision (expected fp32 or bf16)", name ? name : "");
     *out = (gptc_precision)i;
     return GPTC_OK;
 }
@@ -47,7 +47,7 @@ const char *gptc_recompute_name(gptc_recompute r) {
 gptc_status gptc_recompute_from_name(const char *name, gptc_recompute *out) {
     int i = name_index(name, g_recompute_names, NAMES(g_recompute_names));
     if (i < 0)
-        return gptc_fail(GPTC_ERR_ARG, "--recompute %s: unknown level (expected none, gelu, attn or block)",
+        return gptc_fail(GPTC_ERR_ARG, "'recompute' %s: unknown level (expected none, gelu, attn or block)",
                          name ? name : "");
     *out = (gptc_recompute)i;
     return GPTC_OK;
@@ -75,22 +75,22 @@ gptc_status gptc_model_preset(const char *name, gptc_model_config *cfg) {
             *cfg = g_presets[i].cfg;
             return GPTC_OK;
         }
-    return gptc_fail(GPTC_ERR_ARG, "--model %s: unknown model (expected one of: %s)", name, gptc_model_preset_names());
+    return gptc_fail(GPTC_ERR_ARG, "'model' %s: unknown model (expected one of: %s)", name, gptc_model_preset_names());
 }
 
 gptc_status gptc_model_config_check(const gptc_model_config *c) {
-    if (c->layers < 1) return gptc_fail(GPTC_ERR_ARG, "--layers %d: must be at least 1", c->layers);
-    if (c->heads < 1) return gptc_fail(GPTC_ERR_ARG, "--heads %d: must be at least 1", c->heads);
-    if (c->channels < 1) return gptc_fail(GPTC_ERR_ARG, "--channels %d: must be at least 1", c->channels);
-    if (c->context < 1) return gptc_fail(GPTC_ERR_ARG, "--context %d: must be at least 1", c->context);
-    if (c->vocab < 1) return gptc_fail(GPTC_ERR_ARG, "--vocab %d: must be at least 1", c->vocab);
+    if (c->layers < 1) return gptc_fail(GPTC_ERR_ARG, "'model.layers' %d: must be at least 1", c->layers);
+    if (c->heads < 1) return gptc_fail(GPTC_ERR_ARG, "'model.heads' %d: must be at least 1", c->heads);
+    if (c->channels < 1) return gptc_fail(GPTC_ERR_ARG, "'model.channels' %d: must be at least 1", c->channels);
+    if (c->context < 1) return gptc_fail(GPTC_ERR_ARG, "'model.context' %d: must be at least 1", c->context);
+    if (c->vocab < 1) return gptc_fail(GPTC_ERR_ARG, "'model.vocab' %d: must be at least 1", c->vocab);
     if (c->channels % c->heads)
-        return gptc_fail(GPTC_ERR_ARG, "--heads %d: must divide --channels %d (head size = channels/heads)",
+        return gptc_fail(GPTC_ERR_ARG, "'model.heads' %d: must divide 'model.channels' %d (head size = channels/heads)",
                          c->heads, c->channels);
     if ((int)c->gelu < 0 || (int)c->gelu >= GELU_KINDS)
         return gptc_fail(GPTC_ERR_ARG, "gelu %d: unknown GELU form (expected 0 tanh, 1 erf or 2 sigmoid)", (int)c->gelu);
     if (c->vocab > 65536)
-        return gptc_fail(GPTC_ERR_ARG, "--vocab %d: token shards hold uint16 ids, so at most 65536", c->vocab);
+        return gptc_fail(GPTC_ERR_ARG, "'model.vocab' %d: token shards hold uint16 ids, so at most 65536", c->vocab);
     return GPTC_OK;
 }
 

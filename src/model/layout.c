@@ -253,7 +253,7 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     GPTC_ASSERT(!m->grads && !m->act_arena);
     gptc_model_bind_kernels(m);
     if (T > m->cfg.context)
-        return gptc_fail(GPTC_ERR_ARG, "--seq %d: longer than the model's context %d", T, m->cfg.context);
+        return gptc_fail(GPTC_ERR_ARG, "'seq' %d: longer than the model's context %d", T, m->cfg.context);
     int L = m->cfg.layers;
     float **ptrs = gptc_alloc(sizeof(float *) * ACT_FIELDS * L, "activation views");
     if (!ptrs) return GPTC_ERR_NOMEM;

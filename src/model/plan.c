@@ -69,20 +69,20 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     memset(out, 0, sizeof *out);
     gptc_status st = gptc_model_config_check(&r->model);
     if (st) return st;
-    if (r->batch < 1) return gptc_fail(GPTC_ERR_ARG, "--batch %d: must be at least 1", r->batch);
+    if (r->batch < 1) return gptc_fail(GPTC_ERR_ARG, "'batch' %d: must be at least 1", r->batch);
     if (r->seq < 1 || r->seq > r->model.context)
-        return gptc_fail(GPTC_ERR_ARG, "--seq %d: must be between 1 and the model's context %d", r->seq, r->model.context);
-    if (r->ranks < 1) return gptc_fail(GPTC_ERR_ARG, "--ranks %d: must be at least 1", r->ranks);
-    if (r->zero != 0 && r->zero != 1) return gptc_fail(GPTC_ERR_ARG, "--zero %d: must be 0 or 1", r->zero);
-    if (r->threads < 0) return gptc_fail(GPTC_ERR_ARG, "--threads %d: must be 0 (all cores) or more", r->threads);
-    if ((unsigned)r->dtype > GPTC_PRECISION_BF16) return gptc_fail(GPTC_ERR_ARG, "--dtype: must be fp32 or bf16");
+        return gptc_fail(GPTC_ERR_ARG, "'seq' %d: must be between 1 and the model's context %d", r->seq, r->model.context);
+    if (r->ranks < 1) return gptc_fail(GPTC_ERR_ARG, "'ranks' %d: must be at least 1", r->ranks);
+    if (r->zero != 0 && r->zero != 1) return gptc_fail(GPTC_ERR_ARG, "'zero' %d: must be 0 or 1", r->zero);
+    if (r->threads < 0) return gptc_fail(GPTC_ERR_ARG, "'threads' %d: must be 0 (all cores) or more", r->threads);
+    if ((unsigned)r->dtype > GPTC_PRECISION_BF16) return gptc_fail(GPTC_ERR_ARG, "'dtype': must be fp32 or bf16");
     if ((unsigned)r->recompute > GPTC_RECOMPUTE_BLOCK)
-        return gptc_fail(GPTC_ERR_ARG, "--recompute: must be none, gelu, attn or block");
+        return gptc_fail(GPTC_ERR_ARG, "'recompute': must be none, gelu, attn or block");
     double estimate = plan_estimate(r);
     if (estimate > 0x1p61) /* a factor 8 short of wrapping, so the exact sums below cannot */
         return gptc_fail(GPTC_ERR_ARG,
-                         "--batch %d --seq %d: this run needs about %.3g EiB (%.3g bytes), beyond any machine; use a "
-                         "smaller model, --batch or --seq",
+                         "'batch' %d 'seq' %d: this run needs about %.3g EiB (%.3g bytes), beyond any machine; use a "
+                         "smaller model, 'batch' or 'seq'",
                          r->batch, r->seq, estimate / 0x1p60, estimate);
     int threads = r->threads ? r->threads : gptc_threads();
 

@@ -58,7 +58,7 @@ static void adamw_update(const gptc_model *m, const gptc_train_options *o, const
 
 const gptc_optimizer_kind gptc_optimizer_adamw = {
     .name = "adamw",
-    .help = "AdamW: Adam with decoupled weight decay (--beta1, --beta2, --eps); two state floats per parameter",
+    .help = "AdamW: Adam with decoupled weight decay (beta1, beta2, eps); two state floats per parameter",
     .nstates = 2,
     .state_names = {"exp_avg", "exp_avg_sq"},
     .check = adamw_check,

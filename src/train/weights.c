@@ -684,7 +684,7 @@ gptc_status gptc_weights_export(const char *src, const char *format, gptc_dtype 
         char enc[4200], bpe[4200];
         bool gpt2 = !strcmp(info.tokenizer, "gpt2");
         if (gpt2 && (st = gpt2_vocab_files(info.file, enc, bpe, sizeof enc))) { /* before anything is written */
-            st = gptc_fail_prefix(st, "--format hf: the folder gets GPT-2's tokenizer files");
+            st = gptc_fail_prefix(st, "'format' hf: the folder gets GPT-2's tokenizer files");
             goto done;
         }
         if ((st = gptc_mkdir_p(out)) || (st = gptc_weights_write_hf(out, &m, info.tokenizer, dtype, true))) goto done;
