@@ -67,6 +67,13 @@ int test_failures_in_current(void);
 /* Helpers shared by tests (tests/test_util.c). */
 const char *test_tmpdir(void);             /* a fresh folder for this test run */
 const char *test_gptc_bin(void);           /* path of the gptc binary under test */
+/* Runs `[env] gptc ARGS` (env: NULL, or "VAR=value ..." put before it) with stdout and stderr kept
+ * apart; rc is the exit status, or 128 + the signal that ended it. Free with test_cli_free. */
+typedef struct test_cli_result { int rc; char *out, *err; } test_cli_result;
+test_cli_result test_cli(const char *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void test_cli_free(test_cli_result *r);
+char *test_slurp(const char *path);        /* a file's text (malloc'd; "" when unreadable) */
+int test_count_lines(const char *s);       /* newlines in s */
 /* A folder of byte-token shards of data/tinyshakespeare.txt made by `gptc prepare` (once per run). */
 const char *test_shakespeare_data(void);
 /* Runs a shell command; returns its exit status (or -1); stdout+stderr go to *out (malloc'd, may be NULL). */

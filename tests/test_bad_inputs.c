@@ -23,57 +23,16 @@
 
 /* ---------------------------------------------------------------- running the CLI */
 
-typedef struct { int rc; char *out, *err; } cli_result;
-
-static char *slurp(const char *path) {
-    char *text = NULL;
-    size_t len;
-    if (gptc_file_read_all(path, &text, &len) != GPTC_OK) return strdup("");
-    char *copy = strdup(text);
-    gptc_free(text);
-    return copy;
-}
-
-/* Runs `[env] gptc ARGS` with stdout and stderr kept apart; rc is the exit status, or 128 + the
- * signal that ended it. */
-static cli_result cli(const char *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static cli_result cli(const char *env, const char *fmt, ...) {
-    char args[4096], cmd[8192], out[600], err[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(out, sizeof out, "%s/bad-cli.out", test_tmpdir());
-    snprintf(err, sizeof err, "%s/bad-cli.err", test_tmpdir());
-    snprintf(cmd, sizeof cmd, "%s exec %s %s >%s 2>%s", env ? env : "", test_gptc_bin(), args, out, err);
-    int st = system(cmd);
-    cli_result r = {.rc = st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)};
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-}
-
-static void cli_free(cli_result *r) {
-    free(r->out);
-    free(r->err);
-}
-
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
 /* Checks a refusal: exit `rc`, one line on stderr holding every needle (NULL-terminated). */
-static void expect_refused(const char *what, cli_result r, int rc, ...) {
+static void expect_refused(const char *what, test_cli_result r, int rc, ...) {
     CHECK_MSG(r.rc == rc, "%s: exit %d, want %d; stderr: %s", what, r.rc, rc, r.err);
-    CHECK_MSG(count_lines(r.err) == 1, "%s: want one line on stderr, got: %s", what, r.err);
+    CHECK_MSG(test_count_lines(r.err) == 1, "%s: want one line on stderr, got: %s", what, r.err);
     va_list ap;
     va_start(ap, rc);
     for (const char *needle; (needle = va_arg(ap, const char *));)
         CHECK_MSG(strstr(r.err, needle), "%s: stderr lacks \"%s\": %s", what, needle, r.err);
     va_end(ap);
-    cli_free(&r);
+    test_cli_free(&r);
 }
 #define REFUSED(what, r, ...) expect_refused(what, r, 2, __VA_ARGS__, (const char *)NULL)
 
@@ -130,10 +89,10 @@ static const char *tiny_ckpt(void) {
     static char dir[600];
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "%s/bad-ckpt", test_tmpdir());
-        cli_result r = cli(NULL, "train --model tiny --data %s --batch 2 --seq 16 --steps 2 --threads 1 --quiet --ckpt %s",
+        test_cli_result r = test_cli(NULL, "train --model tiny --data %s --batch 2 --seq 16 --steps 2 --threads 1 --quiet --ckpt %s",
                            test_shakespeare_data(), dir);
         CHECK_MSG(r.rc == 0, "making the checkpoint: %s", r.err);
-        cli_free(&r);
+        test_cli_free(&r);
     }
     return dir;
 }
@@ -234,7 +193,7 @@ static const char *st_case(const char *name, char *step, size_t cap, st_parts *p
 /* sample --ckpt STEP must refuse the edited file, naming it and the reason. */
 static void st_refused(const char *what, const char *step, const char *file, const char *reason) {
     char *before = tree_digest(step);
-    REFUSED(what, cli(NULL, "sample --ckpt %s --tokens 4 --threads 1", step), file, reason);
+    REFUSED(what, test_cli(NULL, "sample --ckpt %s --tokens 4 --threads 1", step), file, reason);
     char *after = tree_digest(step);
     CHECK_MSG(strcmp(before, after) == 0, "%s: the checkpoint folder changed", what);
     free(before);
@@ -252,14 +211,14 @@ TEST(bad_input_token_id_beyond_vocab) {
     write_shard(test_path(shard, sizeof shard, "%s/s.bin", dir), 5000, 4000, 300);
     test_path(ck, sizeof ck, "%s/ck", dir);
     REFUSED("train on a shard with id 300 (vocab 257)",
-            cli(NULL, "train --model tiny --vocab 257 --data %s --batch 2 --seq 16 --steps 2 --threads 1 --ckpt %s", shard, ck),
+            test_cli(NULL, "train --model tiny --vocab 257 --data %s --batch 2 --seq 16 --steps 2 --threads 1 --ckpt %s", shard, ck),
             "--data", shard, "token id 300 at offset 4000", "vocabulary 257");
     CHECK_MSG(!exists(ck), "the refused run made %s", ck);
     /* the same shard as --val-data is refused naming that flag */
     char good[600];
     write_shard(test_path(good, sizeof good, "%s/good.bin", dir), 5000, 5000, 0);
     REFUSED("--val-data with id 300",
-            cli(NULL, "train --model tiny --vocab 257 --data %s --val-data %s --batch 2 --seq 16 --steps 2 --threads 1", good, shard),
+            test_cli(NULL, "train --model tiny --vocab 257 --data %s --val-data %s --batch 2 --seq 16 --steps 2 --threads 1", good, shard),
             "--val-data", shard, "token id 300");
 }
 
@@ -269,17 +228,17 @@ TEST(bad_input_shard_size_disagrees_with_header) {
     test_dir("bad_", "shard", dir, sizeof dir);
     const char *train = "train --model tiny --vocab 257 --batch 2 --seq 16 --steps 2 --threads 1 --data";
     write_raw_shard(test_path(p, sizeof p, "%s/longer.bin", dir), 20240520, 1, 6000, 5000, SIZE_MAX);
-    REFUSED("count over the data", cli(NULL, "%s %s", train, p), p, "header says 6000 tokens (13024 bytes) but the file holds 11024");
+    REFUSED("count over the data", test_cli(NULL, "%s %s", train, p), p, "header says 6000 tokens (13024 bytes) but the file holds 11024");
     write_raw_shard(test_path(p, sizeof p, "%s/shorter.bin", dir), 20240520, 1, 4000, 5000, SIZE_MAX);
-    REFUSED("count under the data", cli(NULL, "%s %s", train, p), p, "header says 4000 tokens");
+    REFUSED("count under the data", test_cli(NULL, "%s %s", train, p), p, "header says 4000 tokens");
     write_raw_shard(test_path(p, sizeof p, "%s/truncated.bin", dir), 20240520, 1, 5000, 5000, 1024 + 3001);
-    REFUSED("truncated", cli(NULL, "%s %s", train, p), p, "truncated");
+    REFUSED("truncated", test_cli(NULL, "%s %s", train, p), p, "truncated");
     write_raw_shard(test_path(p, sizeof p, "%s/header.bin", dir), 20240520, 1, 5000, 5000, 500);
-    REFUSED("cut inside the header", cli(NULL, "%s %s", train, p), p, "shorter than the 1024-byte header");
+    REFUSED("cut inside the header", test_cli(NULL, "%s %s", train, p), p, "shorter than the 1024-byte header");
     write_raw_shard(test_path(p, sizeof p, "%s/magic.bin", dir), 1234, 1, 5000, 5000, SIZE_MAX);
-    REFUSED("wrong magic", cli(NULL, "%s %s", train, p), p, "magic 1234, expected 20240520");
+    REFUSED("wrong magic", test_cli(NULL, "%s %s", train, p), p, "magic 1234, expected 20240520");
     write_raw_shard(test_path(p, sizeof p, "%s/version.bin", dir), 20240520, 2, 5000, 5000, SIZE_MAX);
-    REFUSED("wrong version", cli(NULL, "%s %s", train, p), p, "version 2, expected 1");
+    REFUSED("wrong version", test_cli(NULL, "%s %s", train, p), p, "version 2, expected 1");
 }
 
 /* Library: data_loader_refusals. T+1 tokens make one window; T make none. */
@@ -288,15 +247,15 @@ TEST(bad_input_data_shorter_than_window) {
     test_dir("bad_", "short", dir, sizeof dir);
     const char *train = "train --model tiny --vocab 257 --batch 1 --seq 16 --steps 1 --threads 1 --quiet --data";
     write_shard(test_path(p, sizeof p, "%s/t.bin", dir), 16, 99, 0);
-    REFUSED("T tokens", cli(NULL, "%s %s", train, p), "--data", p, "holds 16 tokens in 0 windows of 16+1");
+    REFUSED("T tokens", test_cli(NULL, "%s %s", train, p), "--data", p, "holds 16 tokens in 0 windows of 16+1");
     write_shard(test_path(p, sizeof p, "%s/zero.bin", dir), 0, 99, 0);
-    REFUSED("no tokens", cli(NULL, "%s %s", train, p), p, "holds 0 tokens");
+    REFUSED("no tokens", test_cli(NULL, "%s %s", train, p), p, "holds 0 tokens");
     write_shard(test_path(p, sizeof p, "%s/t1.bin", dir), 17, 99, 0);
-    cli_result r = cli(NULL, "%s %s", train, p);
+    test_cli_result r = test_cli(NULL, "%s %s", train, p);
     CHECK_MSG(r.rc == 0, "T+1 tokens: exit %d: %s", r.rc, r.err);
-    cli_free(&r);
+    test_cli_free(&r);
     /* two windows for a batch of 2 per micro-step is the least; one is refused */
-    REFUSED("fewer windows than the batch", cli(NULL, "train --model tiny --vocab 257 --batch 2 --seq 16 --steps 1 --data %s --threads 1", p),
+    REFUSED("fewer windows than the batch", test_cli(NULL, "train --model tiny --vocab 257 --batch 2 --seq 16 --steps 1 --data %s --threads 1", p),
             "fewer than the 2", "--batch or --seq");
 }
 
@@ -306,11 +265,11 @@ TEST(bad_input_checkpoint_of_another_shape) {
     const char *ck = ckpt_copy("bad-shape", step, sizeof step);
     char *before = tree_digest(ck);
     REFUSED("resume with --channels 32",
-            cli(NULL, "train --model tiny --channels 32 --data %s --batch 2 --seq 16 --steps 4 --ckpt %s --threads 1",
+            test_cli(NULL, "train --model tiny --channels 32 --data %s --batch 2 --seq 16 --steps 4 --ckpt %s --threads 1",
                 test_shakespeare_data(), ck),
             "--ckpt", step, "channels=64", "channels=32");
     REFUSED("resume as small-cpu",
-            cli(NULL, "train --model small-cpu --data %s --batch 2 --seq 16 --steps 4 --ckpt %s --threads 1", test_shakespeare_data(), ck),
+            test_cli(NULL, "train --model small-cpu --data %s --batch 2 --seq 16 --steps 4 --ckpt %s --threads 1", test_shakespeare_data(), ck),
             "layers=2", "layers=4");
     char *after = tree_digest(ck);
     CHECK_MSG(strcmp(before, after) == 0, "the refused resumes changed %s", ck);
@@ -321,7 +280,7 @@ TEST(bad_input_checkpoint_of_another_shape) {
     ckpt_copy("bad-config", step, sizeof step);
     char cfg[800];
     snprintf(cfg, sizeof cfg, "%s/config.json", step);
-    char *text = slurp(cfg);
+    char *text = test_slurp(cfg);
     cJSON *o = cJSON_Parse(text);
     cJSON_ReplaceItemInObject(o, "n_embd", cJSON_CreateNumber(32));
     char *edited = cJSON_Print(o);
@@ -453,9 +412,9 @@ TEST(bad_input_non_utf8_text_round_trips) {
     for (size_t i = sizeof bad - 1; i < n; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL, text[i] = (unsigned char)(x >> 56);
     test_write_file(test_path(in, sizeof in, "%s/in.txt", dir), text, n);
     test_path(out, sizeof out, "%s/shards", dir);
-    cli_result r = cli(NULL, "prepare --tokenizer gpt2 --val-fraction 0 %s --out %s", in, out);
+    test_cli_result r = test_cli(NULL, "prepare --tokenizer gpt2 --val-fraction 0 %s --out %s", in, out);
     CHECK_MSG(r.rc == 0 && !r.err[0], "prepare: exit %d: %s", r.rc, r.err);
-    cli_free(&r);
+    test_cli_free(&r);
     gptc_shard s;
     CHECK_OK(gptc_shard_open(&s, test_path(shard, sizeof shard, "%s/train_000000.bin", out)));
     unsigned char *back = malloc(n + 64);
@@ -481,17 +440,17 @@ TEST(bad_input_non_utf8_text_round_trips) {
     CHECK_MSG(k == s.ntok, "tokenize differs from the shard at token %zu", k);
     free(ids);
     /* the shown pieces are escaped, never raw invalid bytes */
-    r = cli(NULL, "tokenize \"$(printf 'a\\377b')\"");
+    r = test_cli(NULL, "tokenize \"$(printf 'a\\377b')\"");
     CHECK_MSG(r.rc == 0 && strstr(r.out, "\"\\xff\"") && !strchr(r.out, '\xff'), "tokenize shows: %s", r.out);
-    cli_free(&r);
+    test_cli_free(&r);
     gptc_shard_close(&s);
     free(back);
     free(text);
     gptc_tokenizer_free(tok);
     /* a prompt of invalid bytes comes back unchanged before the sample */
-    r = cli(NULL, "sample --ckpt %s --tokens 3 --threads 1 --prompt \"$(printf 'x\\377\\376\\303')\"", tiny_ckpt());
+    r = test_cli(NULL, "sample --ckpt %s --tokens 3 --threads 1 --prompt \"$(printf 'x\\377\\376\\303')\"", tiny_ckpt());
     CHECK_MSG(r.rc == 0 && memcmp(r.out, "x\xff\xfe\xc3", 4) == 0, "sample: exit %d: %s", r.rc, r.err);
-    cli_free(&r);
+    test_cli_free(&r);
 }
 
 TEST(bad_input_empty_files) {
@@ -501,18 +460,18 @@ TEST(bad_input_empty_files) {
     test_write_file(test_path(p, sizeof p, "%s/empty.txt", dir), "", 0);
     char outdir[600];
     test_path(outdir, sizeof outdir, "%s/prep", dir);
-    REFUSED("empty text", cli(NULL, "prepare --tokenizer byte %s --out %s", p, outdir), p, "empty");
+    REFUSED("empty text", test_cli(NULL, "prepare --tokenizer byte %s --out %s", p, outdir), p, "empty");
     CHECK(!exists(outdir));
     /* a shard */
     test_write_file(test_path(p, sizeof p, "%s/empty.bin", dir), "", 0);
-    REFUSED("empty shard", cli(NULL, "train --model tiny --data %s --seq 16 --threads 1", p), p, "0 bytes");
+    REFUSED("empty shard", test_cli(NULL, "train --model tiny --data %s --seq 16 --threads 1", p), p, "0 bytes");
     /* meta.json in a prepared folder */
     char data[600];
     copy_tree(test_shakespeare_data(), test_path(data, sizeof data, "%s/data", dir));
     test_write_file(test_path(p, sizeof p, "%s/meta.json", data), "", 0);
-    REFUSED("empty meta.json", cli(NULL, "train --model tiny --data %s --seq 16 --threads 1", data), p, "not a JSON object");
+    REFUSED("empty meta.json", test_cli(NULL, "train --model tiny --data %s --seq 16 --threads 1", data), p, "not a JSON object");
     test_write_file(p, "[1, 2]", 6);
-    REFUSED("meta.json an array", cli(NULL, "train --model tiny --data %s --seq 16 --threads 1", data), p, "not a JSON object");
+    REFUSED("meta.json an array", test_cli(NULL, "train --model tiny --data %s --seq 16 --threads 1", data), p, "not a JSON object");
     /* encoder.json and vocab.bpe */
     char vocab[600], env[700];
     test_dir("bad_", "empty/vocab", vocab, sizeof vocab);
@@ -524,10 +483,10 @@ TEST(bad_input_empty_files) {
         return;
     }
     test_write_file(test_path(p, sizeof p, "%s/encoder.json", vocab), "", 0);
-    REFUSED("empty encoder.json", cli(env, "tokenize hello"), "--tokenizer gpt2", "encoder.json", "not valid JSON");
+    REFUSED("empty encoder.json", test_cli(env, "tokenize hello"), "--tokenizer gpt2", "encoder.json", "not valid JSON");
     CHECK_EQ_INT(test_run(cmd, NULL), 0);
     test_write_file(test_path(p, sizeof p, "%s/vocab.bpe", vocab), "", 0);
-    REFUSED("empty vocab.bpe", cli(env, "prepare --tokenizer gpt2 data/tinyshakespeare.txt --out %s", outdir), "vocab.bpe");
+    REFUSED("empty vocab.bpe", test_cli(env, "prepare --tokenizer gpt2 data/tinyshakespeare.txt --out %s", outdir), "vocab.bpe");
     CHECK(!exists(outdir));
     /* the checkpoint's three files: sample refuses, resume refuses and keeps the folder */
     const char *files[] = {"model.safetensors", "config.json", "optim.safetensors"};
@@ -536,9 +495,9 @@ TEST(bad_input_empty_files) {
         snprintf(name, sizeof name, "bad-empty-%d", i);
         const char *ck = ckpt_copy(name, step, sizeof step);
         test_write_file(test_path(p, sizeof p, "%s/%s", step, files[i]), "", 0);
-        if (i < 2) REFUSED(files[i], cli(NULL, "sample --ckpt %s --tokens 3 --threads 1", step), p, "empty");
+        if (i < 2) REFUSED(files[i], test_cli(NULL, "sample --ckpt %s --tokens 3 --threads 1", step), p, "empty");
         char *before = tree_digest(ck);
-        REFUSED(files[i], cli(NULL, "train --model tiny --data %s --batch 2 --seq 16 --steps 4 --keep 1 --ckpt %s --threads 1",
+        REFUSED(files[i], test_cli(NULL, "train --model tiny --data %s --batch 2 --seq 16 --steps 4 --keep 1 --ckpt %s --threads 1",
                               test_shakespeare_data(), ck),
                 "--ckpt", "only checkpoint, step-00000002, does not load", p, "empty");
         char *after = tree_digest(ck);
@@ -547,10 +506,10 @@ TEST(bad_input_empty_files) {
         free(after);
     }
     /* a prompt: the flag needs a value; empty text to tokenize is zero tokens, not an error */
-    REFUSED("empty prompt", cli(NULL, "sample --ckpt %s --prompt '' --threads 1", tiny_ckpt()), "--prompt");
-    cli_result r = cli(NULL, "tokenize - < %s/empty.txt", dir);
+    REFUSED("empty prompt", test_cli(NULL, "sample --ckpt %s --prompt '' --threads 1", tiny_ckpt()), "--prompt");
+    test_cli_result r = test_cli(NULL, "tokenize - < %s/empty.txt", dir);
     CHECK_MSG(r.rc == 0 && strstr(r.out, "0 tokens, 0 bytes"), "tokenize of nothing: %d %s%s", r.rc, r.out, r.err);
-    cli_free(&r);
+    test_cli_free(&r);
 }
 
 /* A damaged newest checkpoint with an older valid one is resumed from the older one with one
@@ -564,9 +523,9 @@ TEST(bad_input_truncated_checkpoint_only) {
     CHECK(stat(model, &st) == 0 && truncate(model, st.st_size - 100) == 0);
     char *before = tree_digest(ck);
     REFUSED("truncated model.safetensors, resume",
-            cli(NULL, "train --model tiny --data %s --batch 2 --seq 16 --steps 4 --keep 1 --ckpt %s --threads 1", test_shakespeare_data(), ck),
+            test_cli(NULL, "train --model tiny --data %s --batch 2 --seq 16 --steps 4 --keep 1 --ckpt %s --threads 1", test_shakespeare_data(), ck),
             ck, "does not load", model);
-    REFUSED("truncated model.safetensors, sample", cli(NULL, "sample --ckpt %s --threads 1", ck), ck, model);
+    REFUSED("truncated model.safetensors, sample", test_cli(NULL, "sample --ckpt %s --threads 1", ck), ck, model);
     char *after = tree_digest(ck);
     CHECK_MSG(strcmp(before, after) == 0, "the refusals changed %s", ck);
     free(before);
@@ -606,25 +565,25 @@ TEST(bad_input_absurd_flags) {
         {"--layers 1000 --heads 1000 --channels 64000 --context 1048576 --seq 1048576 --batch 1048576", "EiB"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        REFUSED(cases[i].flags, cli(NULL, "%s %s", train, cases[i].flags), cases[i].needle);
+        REFUSED(cases[i].flags, test_cli(NULL, "%s %s", train, cases[i].flags), cases[i].needle);
     CHECK_MSG(!exists(ck), "a refused run made %s", ck);
-    char *kept = slurp(losses);
+    char *kept = test_slurp(losses);
     CHECK_MSG(strcmp(kept, "kept\n") == 0, "a refused run emptied --log-losses %s", losses);
     free(kept);
     /* the memory refusal names both sizes */
-    cli_result r = cli(NULL, "train --model tiny --data %s --batch 1048576 --context 1024 --seq 1024 --threads 1", d);
-    CHECK_MSG(r.rc == 2 && strstr(r.err, "GiB but the machine has") && count_lines(r.err) == 1, "%s", r.err);
-    cli_free(&r);
+    test_cli_result r = test_cli(NULL, "train --model tiny --data %s --batch 1048576 --context 1024 --seq 1024 --threads 1", d);
+    CHECK_MSG(r.rc == 2 && strstr(r.err, "GiB but the machine has") && test_count_lines(r.err) == 1, "%s", r.err);
+    test_cli_free(&r);
     /* gptc plan */
-    REFUSED("plan --memory abc", cli(NULL, "plan --memory abc"), "--memory abc: expected a number");
-    REFUSED("plan --memory -1", cli(NULL, "plan --memory -1"), "--memory -1");
-    REFUSED("plan --ranks 0", cli(NULL, "plan --ranks 0"), "--ranks 0");
-    REFUSED("plan --seq 2048", cli(NULL, "plan --seq 2048"), "--seq 2048");
+    REFUSED("plan --memory abc", test_cli(NULL, "plan --memory abc"), "--memory abc: expected a number");
+    REFUSED("plan --memory -1", test_cli(NULL, "plan --memory -1"), "--memory -1");
+    REFUSED("plan --ranks 0", test_cli(NULL, "plan --ranks 0"), "--ranks 0");
+    REFUSED("plan --seq 2048", test_cli(NULL, "plan --seq 2048"), "--seq 2048");
     /* sample and prepare */
-    REFUSED("sample --top-p 2", cli(NULL, "sample --ckpt %s --top-p 2 --threads 1", tiny_ckpt()), "--top-p 2");
-    REFUSED("sample --tokens 0", cli(NULL, "sample --ckpt %s --tokens 0 --threads 1", tiny_ckpt()), "--tokens 0");
-    REFUSED("sample --temperature -1", cli(NULL, "sample --ckpt %s --temperature -1 --threads 1", tiny_ckpt()), "--temperature -1");
-    REFUSED("prepare --val-fraction 1.5", cli(NULL, "prepare data/tinyshakespeare.txt --out %s --val-fraction 1.5", ck), "--val-fraction 1.5");
-    REFUSED("prepare --shard-tokens 0", cli(NULL, "prepare data/tinyshakespeare.txt --out %s --shard-tokens 0", ck), "--shard-tokens 0");
+    REFUSED("sample --top-p 2", test_cli(NULL, "sample --ckpt %s --top-p 2 --threads 1", tiny_ckpt()), "--top-p 2");
+    REFUSED("sample --tokens 0", test_cli(NULL, "sample --ckpt %s --tokens 0 --threads 1", tiny_ckpt()), "--tokens 0");
+    REFUSED("sample --temperature -1", test_cli(NULL, "sample --ckpt %s --temperature -1 --threads 1", tiny_ckpt()), "--temperature -1");
+    REFUSED("prepare --val-fraction 1.5", test_cli(NULL, "prepare data/tinyshakespeare.txt --out %s --val-fraction 1.5", ck), "--val-fraction 1.5");
+    REFUSED("prepare --shard-tokens 0", test_cli(NULL, "prepare data/tinyshakespeare.txt --out %s --shard-tokens 0", ck), "--shard-tokens 0");
     CHECK(!exists(ck));
 }

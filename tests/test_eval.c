@@ -248,53 +248,18 @@ TEST(eval_equals_the_trainers_val_loss_on_the_same_windows) {
 
 /* ---------------------------------------------------------------- the CLI */
 
-typedef struct { int rc; char *out, *err; } cli_result;
-
-static char *slurp(const char *path) {
-    char *text = NULL;
-    size_t len;
-    if (gptc_file_read_all(path, &text, &len) != GPTC_OK) return strdup("");
-    char *copy = strdup(text);
-    gptc_free(text);
-    return copy;
-}
-
-static cli_result cli(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static cli_result cli(const char *fmt, ...) {
-    char args[4096], cmd[8192], out[600], err[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(out, sizeof out, "%s/eval-cli.out", test_tmpdir());
-    snprintf(err, sizeof err, "%s/eval-cli.err", test_tmpdir());
-    snprintf(cmd, sizeof cmd, "exec %s %s >%s 2>%s", test_gptc_bin(), args, out, err);
-    int st = system(cmd);
-    cli_result r = {.rc = st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)};
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-}
-
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
 /* exit 2, one line on stderr holding needle, nothing on stdout */
-static void refused(const char *what, cli_result r, const char *needle) {
+static void refused(const char *what, test_cli_result r, const char *needle) {
     CHECK_MSG(r.rc == 2, "%s: exit %d, want 2; stderr: %s", what, r.rc, r.err);
-    CHECK_MSG(count_lines(r.err) == 1, "%s: want one line on stderr, got: %s", what, r.err);
+    CHECK_MSG(test_count_lines(r.err) == 1, "%s: want one line on stderr, got: %s", what, r.err);
     CHECK_MSG(strstr(r.err, needle), "%s: stderr lacks \"%s\": %s", what, needle, r.err);
     CHECK_MSG(!*r.out, "%s: printed %s", what, r.out);
-    free(r.out);
-    free(r.err);
+    test_cli_free(&r);
 }
 
 TEST(eval_cli_prints_the_summary_and_json) {
     const char *ckpt = trained_ckpt(NULL), *data = test_shakespeare_data();
-    cli_result r = cli("eval --ckpt %s --data %s --seq 32 --stride 16 --max-tokens 500 --threads 2 --json", ckpt, data);
+    test_cli_result r = test_cli(NULL, "eval --ckpt %s --data %s --seq 32 --stride 16 --max-tokens 500 --threads 2 --json", ckpt, data);
     CHECK_MSG(r.rc == 0, "exit %d: %s", r.rc, r.err);
     cJSON *j = cJSON_Parse(r.out);
     CHECK(j != NULL);
@@ -309,7 +274,7 @@ TEST(eval_cli_prints_the_summary_and_json) {
         cJSON_Delete(j);
     }
     free(r.out), free(r.err);
-    r = cli("eval --ckpt %s --data %s --seq 32 --max-tokens 64", ckpt, data);
+    r = test_cli(NULL, "eval --ckpt %s --data %s --seq 32 --max-tokens 64", ckpt, data);
     CHECK_MSG(r.rc == 0, "exit %d: %s", r.rc, r.err);
     CHECK(strstr(r.out, "64 tokens scored") && strstr(r.out, "perplexity") && strstr(r.out, "bpb") &&
           strstr(r.out, "threads") && strstr(r.out, "tokens/s"));
@@ -319,21 +284,21 @@ TEST(eval_cli_prints_the_summary_and_json) {
 TEST(eval_cli_refuses_bad_input) {
     const char *ckpt = trained_ckpt(NULL), *data = test_shakespeare_data();
     char dir[600], path[700];
-    refused("no --ckpt", cli("eval --data %s", data), "--ckpt");
-    refused("no --data", cli("eval --ckpt %s", ckpt), "--data");
-    refused("--stride 0", cli("eval --ckpt %s --data %s --stride 0", ckpt, data), "--stride");
-    refused("--stride > T", cli("eval --ckpt %s --data %s --seq 32 --stride 33", ckpt, data), "--stride 33");
-    refused("--stride > context", cli("eval --ckpt %s --data %s --stride 65", ckpt, data), "--stride 65");
-    refused("--seq > context", cli("eval --ckpt %s --data %s --seq 65", ckpt, data), "--seq 65");
-    refused("--split", cli("eval --ckpt %s --data %s --split test", ckpt, data), "--split test");
-    refused("missing ckpt", cli("eval --ckpt %s/nothing-here --data %s", test_tmpdir(), data), "nothing-here");
+    refused("no --ckpt", test_cli(NULL, "eval --data %s", data), "--ckpt");
+    refused("no --data", test_cli(NULL, "eval --ckpt %s", ckpt), "--data");
+    refused("--stride 0", test_cli(NULL, "eval --ckpt %s --data %s --stride 0", ckpt, data), "--stride");
+    refused("--stride > T", test_cli(NULL, "eval --ckpt %s --data %s --seq 32 --stride 33", ckpt, data), "--stride 33");
+    refused("--stride > context", test_cli(NULL, "eval --ckpt %s --data %s --stride 65", ckpt, data), "--stride 65");
+    refused("--seq > context", test_cli(NULL, "eval --ckpt %s --data %s --seq 65", ckpt, data), "--seq 65");
+    refused("--split", test_cli(NULL, "eval --ckpt %s --data %s --split test", ckpt, data), "--split test");
+    refused("missing ckpt", test_cli(NULL, "eval --ckpt %s/nothing-here --data %s", test_tmpdir(), data), "nothing-here");
     /* another vocabulary: GPT-2 ids in a bare shard, and a folder whose manifest says gpt2 */
     test_dir("eval-", "gpt2-shard", dir, sizeof dir);
     uint16_t ids[300];
     for (int i = 0; i < 300; i++) ids[i] = (uint16_t)(i % 2 ? 50256 : 464);
     test_path(path, sizeof path, "%s/val_000000.bin", dir);
     CHECK_OK(gptc_shard_write(path, ids, 300));
-    refused("gpt2 ids", cli("eval --ckpt %s --data %s", ckpt, path), "another tokenizer");
+    refused("gpt2 ids", test_cli(NULL, "eval --ckpt %s --data %s", ckpt, path), "another tokenizer");
     test_dir("eval-", "gpt2-folder", dir, sizeof dir);
     test_path(path, sizeof path, "%s/in.txt", dir);
     const char *text = "It was the best of times, it was the worst of times, it was the age of wisdom.\n";
@@ -343,7 +308,7 @@ TEST(eval_cli_refuses_bad_input) {
     char cmd[2000];
     snprintf(cmd, sizeof cmd, "%s prepare --tokenizer gpt2 %s --out %s/prep >/dev/null 2>&1", test_gptc_bin(), path, dir);
     if (test_run(cmd, NULL) == 0)
-        refused("gpt2 folder", cli("eval --ckpt %s --data %s/prep", ckpt, dir), "gpt2 tokens");
+        refused("gpt2 folder", test_cli(NULL, "eval --ckpt %s --data %s/prep", ckpt, dir), "gpt2 tokens");
     else
         printf("    (GPT-2's vocabulary files not found: the manifest case is skipped)\n");
 }

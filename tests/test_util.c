@@ -2,8 +2,10 @@
 #include "test.h"
 #include "core/core.h"
 #include "gptc.h"
+#include "io/io.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <string.h>
@@ -144,4 +146,40 @@ void test_tiny_train_options(gptc_train_options *o, const char *data) {
     o->eval_batches = 2;
     o->ckpt_every = 0;
     o->threads = 2;
+}
+
+char *test_slurp(const char *path) {
+    char *text = NULL;
+    size_t len;
+    if (gptc_file_read_all(path, &text, &len) != GPTC_OK) return strdup("");
+    char *copy = strdup(text);
+    gptc_free(text);
+    return copy;
+}
+
+test_cli_result test_cli(const char *env, const char *fmt, ...) {
+    char args[4096], cmd[8192], out[600], err[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(out, sizeof out, "%s/cli.out", test_tmpdir());
+    snprintf(err, sizeof err, "%s/cli.err", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s exec %s %s >%s 2>%s", env ? env : "", test_gptc_bin(), args, out, err);
+    int st = system(cmd);
+    test_cli_result r = {.rc = st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)};
+    r.out = test_slurp(out);
+    r.err = test_slurp(err);
+    return r;
+}
+
+void test_cli_free(test_cli_result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+int test_count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
 }
