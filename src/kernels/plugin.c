@@ -216,13 +216,31 @@ fail:
     return st;
 }
 
+/* An empty set over a copy of base, its labels the set's own (NULL when out of memory). */
+static gptc_op_plugins *set_new(const gptc_kernels *base) {
+    gptc_op_plugins *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->table = *base;
+    s->table.labels = s->labels;
+    return s;
+}
+
+/* After loading: on success the set is *out and the active one; on failure it is freed. */
+static gptc_status set_done(gptc_op_plugins *s, gptc_status st, gptc_op_plugins **out) {
+    if (st) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    g_active = s;
+    return GPTC_OK;
+}
+
 gptc_status gptc_op_plugins_load(const char *paths, const gptc_kernels *base, const gptc_op_run *run,
                                  gptc_op_plugins **out) {
     *out = NULL;
-    gptc_op_plugins *s = calloc(1, sizeof *s);
+    gptc_op_plugins *s = set_new(base);
     if (!s) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
-    s->table = *base;
-    s->table.labels = s->labels;
     char who[NOPS][256];
     memset(who, 0, sizeof who);
     gptc_status st = GPTC_OK;
@@ -240,22 +258,14 @@ gptc_status gptc_op_plugins_load(const char *paths, const gptc_kernels *base, co
         }
         p += len + (p[len] != 0);
     }
-    if (st) {
-        free(s);
-        return st;
-    }
-    *out = s;
-    g_active = s;
-    return GPTC_OK;
+    return set_done(s, st, out);
 }
 
 gptc_status gptc_op_plugins_link(const gptc_op_plugin *const *plugins, int n, const gptc_kernels *base,
                                  const gptc_op_run *run, gptc_op_plugins **out) {
     *out = NULL;
-    gptc_op_plugins *s = calloc(1, sizeof *s);
+    gptc_op_plugins *s = set_new(base);
     if (!s) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
-    s->table = *base;
-    s->table.labels = s->labels;
     char who[NOPS][256];
     memset(who, 0, sizeof who);
     gptc_status st = GPTC_OK;
@@ -266,13 +276,7 @@ gptc_status gptc_op_plugins_link(const gptc_op_plugin *const *plugins, int n, co
         st = plugins[i] ? add_plugin(s, origin, plugins[i], run, who, &used)
                         : gptc_fail(GPTC_ERR_ARG, "'op_plugins' %s: no description", origin);
     }
-    if (st) {
-        free(s);
-        return st;
-    }
-    *out = s;
-    g_active = s;
-    return GPTC_OK;
+    return set_done(s, st, out);
 }
 
 const gptc_kernels *gptc_op_plugins_table(const gptc_op_plugins *s) { return &s->table; }
