@@ -141,7 +141,7 @@ TEST(eval_sliding_window_matches_float64_reference) {
     for (int v = 0; v < V; v++) byte_len[v] = v % 4; /* some ids of 0 bytes, like end-of-text */
     const uint16_t *tok[] = {a, b};
     size_t n[] = {N1, N2};
-    gptc_eval_stream s = {tok, n, 2};
+    gptc_eval_stream s = {tok, n, 2, NULL};
     struct { int S, B; long max; } cases[] = {{5, 3, 0}, {1, 4, 0}, {16, 2, 0}, {7, 8, 30}, {3, 1, 10}};
     double loss_s5 = 0, loss_s16 = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -178,7 +178,7 @@ TEST(eval_refuses_ids_outside_the_vocabulary_and_bad_strides) {
     a[33] = 50;
     const uint16_t *tok[] = {a};
     size_t n[] = {40};
-    gptc_eval_stream s = {tok, n, 1};
+    gptc_eval_stream s = {tok, n, 1, NULL};
     gptc_eval_result res;
     CHECK_EQ_INT(gptc_eval_stream_run(&m, &s, 16, 4, 2, 0, NULL, &res), GPTC_ERR_FORMAT);
     CHECK(strstr(gptc_last_error(), "token 33") && strstr(gptc_last_error(), "id 50"));

@@ -59,8 +59,11 @@ gptc_status gptc_eval_stream_run(gptc_model *m, const gptc_eval_stream *s, int T
         for (size_t j = 0; j < s->n[i]; j++) /* another tokenizer's data is refused before any forward */
             if (s->tok[i][j] >= V) {
                 free(starts);
-                return gptc_fail(GPTC_ERR_FORMAT, "piece %d, token %zu: id %d is outside the model's vocabulary of %d",
-                                 i, j, s->tok[i][j], V);
+                char piece[32];
+                snprintf(piece, sizeof piece, "piece %d", i);
+                return gptc_fail(GPTC_ERR_FORMAT, "%s: token %zu is id %d, outside the model's vocabulary of %d; the data "
+                                 "was made with another tokenizer: prepare it with the model's",
+                                 s->names ? s->names[i] : piece, j, s->tok[i][j], V);
             }
     }
     uint64_t N = starts[s->npieces];
@@ -218,13 +221,6 @@ gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r) {
         opened = i + 1; /* closed at done from here on */
         tok[i] = shards[i].tokens;
         n[i] = shards[i].ntok;
-        for (size_t j = 0; j < n[i]; j++) /* named here by file, before the model is read */
-            if (tok[i][j] >= cfg.vocab) {
-                st = gptc_fail(GPTC_ERR_FORMAT, "'data' %s: token %zu is id %d, outside 'ckpt' %s's vocabulary of %d; the "
-                               "data was made with another tokenizer: prepare it with the model's (%s)", paths[i], j,
-                               tok[i][j], o->ckpt, cfg.vocab, tokname[0] ? tokname : "gpt2 or byte");
-                goto done;
-            }
     }
     snprintf(r->split_desc, sizeof r->split_desc, "%s", !gptc_is_dir(o->data) ? "shards" : o->train_split ? "train split" : "val split");
 
@@ -243,7 +239,7 @@ gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r) {
     m.naive_attention = false;
     m.precision = GPTC_PRECISION_FP32;
     m.recompute = GPTC_RECOMPUTE_NONE;
-    gptc_eval_stream s = {tok, n, npaths};
+    gptc_eval_stream s = {tok, n, npaths, (const char *const *)paths}; /* ids checked there, before any forward */
     gptc_eval_result res;
     if ((st = gptc_eval_stream_run(&m, &s, T, S, o->batch, o->max_tokens, byte_len, &res))) {
         if (st != GPTC_ERR_NUMERIC) st = gptc_fail_prefix(st, "'data' %s", o->data);

@@ -59,6 +59,7 @@ typedef struct gptc_eval_stream {
     const uint16_t *const *tok;
     const size_t *n;
     int npieces;
+    const char *const *names; /* [npieces] each piece's name for messages (its shard file), or NULL */
 } gptc_eval_stream;
 
 /* Evaluates m (built and loaded by the caller, fp32 or not as it was bound) over the stream with
