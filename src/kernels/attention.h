@@ -32,14 +32,13 @@ typedef void (*gptc_flash_bwd_fn)(float *dq, float *dk, float *dv, const float *
 gptc_flash_fwd_fn gptc_flash_fwd(void);
 gptc_flash_bwd_fn gptc_flash_bwd(void);
 const char *gptc_flash_variant(void); /* "ref", "avx2" or "avx512" */
-/* Bytes (as gptc_alloc counts them) of the per-thread scratch the variant above grows to over a
- * forward and a backward at (T, HS); every thread of the call's team holds this much afterwards. */
-size_t gptc_flash_scratch(int T, int HS);
+/* Bytes (as gptc_alloc counts them) of the per-thread scratch each variant grows to over a forward
+ * and a backward at (T, HS); every thread of the call's team holds this much afterwards (the table's
+ * flash_scratch entry is the one in use). */
 size_t gptc_flash_scratch_ref(int T, int HS);
 size_t gptc_flash_scratch_avx2(int T, int HS);
 size_t gptc_flash_scratch_avx512(int T, int HS);
-/* the same for the bf16 variants (gptc_flash_fwd_bf16 / gptc_flash_bwd_bf16) */
-size_t gptc_flash_scratch_bf16(int T, int HS);
+/* the same for the bf16 variants (the table's flash_scratch_bf16) */
 size_t gptc_flash_scratch_bf16_ref(int T, int HS);
 size_t gptc_flash_scratch_bf16_avx512(int T, int HS);
 

@@ -16,10 +16,6 @@ gptc_gelu_fwd_fn gptc_gelu_fwd_entry(const gptc_kernels *k, gptc_gelu_kind f);
 gptc_gelu_bwd_fn gptc_gelu_bwd_entry(const gptc_kernels *k, gptc_gelu_kind f);
 size_t gptc_gelu_fwd_slot(gptc_gelu_kind f);
 size_t gptc_gelu_bwd_slot(gptc_gelu_kind f);
-/* out (n) = gelu_f(inp) with table k's entry for form f (a plugin's, when one replaced it). */
-void gptc_gelu_fwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *out, const float *inp, size_t n);
-void gptc_gelu_bwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *dinp, const float *inp, const float *dout,
-                     size_t n);
 /* out (n) = gelu_f(inp), at the kernel level in use (gptc_kernels_get(): GPTC_KERNELS caps it) */
 void gptc_gelu_fwd_form(gptc_gelu_kind f, float *out, const float *inp, size_t n);
 /* dinp (n) += gelu_f'(inp) * dout */

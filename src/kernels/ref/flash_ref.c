@@ -192,7 +192,6 @@ void gptc_flash_bwd_bf16_ref(float *dq, float *dk, float *dv, const float *do_, 
 /* ---- the table's entries in use (kernels.h: each level's overlay sets them; nothing is chosen here) */
 gptc_flash_fwd_fn gptc_flash_fwd(void) { return gptc_kernels_get()->flash_fwd; }
 gptc_flash_bwd_fn gptc_flash_bwd(void) { return gptc_kernels_get()->flash_bwd; }
-size_t gptc_flash_scratch(int T, int HS) { return gptc_kernels_get()->flash_scratch(T, HS); }
 const char *gptc_flash_variant(void) {
     const gptc_kernels *k = gptc_kernels_get();
     for (int i = 0; i < gptc_kernel_nops; i++)
@@ -201,7 +200,6 @@ const char *gptc_flash_variant(void) {
 }
 gptc_flash_fwd_fn gptc_flash_fwd_bf16(void) { return gptc_kernels_get()->flash_fwd_bf16; }
 gptc_flash_bwd_fn gptc_flash_bwd_bf16(void) { return gptc_kernels_get()->flash_bwd_bf16; }
-size_t gptc_flash_scratch_bf16(int T, int HS) { return gptc_kernels_get()->flash_scratch_bf16(T, HS); }
 const char *gptc_flash_bf16_variant(void) {
 #if defined(__x86_64__) || defined(__i386__) /* the AVX512_BF16 kernel is built for an x86 target only (Makefile) */
     if (gptc_kernels_get()->flash_fwd_bf16 == gptc_flash_fwd_bf16_avx512) return "avx512bf16";

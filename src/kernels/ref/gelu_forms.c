@@ -45,11 +45,11 @@ void gptc_gelu_sigmoid_bwd_ref(float *dinp, const float *inp, const float *dout,
 }
 
 void gptc_gelu_ref_fwd(gptc_gelu_kind f, float *out, const float *inp, size_t n) {
-    gptc_gelu_fwd_k(gptc_kernels_ref(), f, out, inp, n);
+    gptc_gelu_fwd_entry(gptc_kernels_ref(), f)(out, inp, n);
 }
 
 void gptc_gelu_ref_bwd(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n) {
-    gptc_gelu_bwd_k(gptc_kernels_ref(), f, dinp, inp, dout, n);
+    gptc_gelu_bwd_entry(gptc_kernels_ref(), f)(dinp, inp, dout, n);
 }
 
 gptc_gelu_fwd_fn gptc_gelu_fwd_entry(const gptc_kernels *k, gptc_gelu_kind f) {
@@ -72,19 +72,10 @@ size_t gptc_gelu_bwd_slot(gptc_gelu_kind f) {
                                          : GPTC_KERNEL_SLOT(gelu_bwd);
 }
 
-void gptc_gelu_fwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *out, const float *inp, size_t n) {
-    gptc_gelu_fwd_entry(k, f)(out, inp, n);
-}
-
-void gptc_gelu_bwd_k(const gptc_kernels *k, gptc_gelu_kind f, float *dinp, const float *inp, const float *dout,
-                     size_t n) {
-    gptc_gelu_bwd_entry(k, f)(dinp, inp, dout, n);
-}
-
 void gptc_gelu_fwd_form(gptc_gelu_kind f, float *out, const float *inp, size_t n) {
-    gptc_gelu_fwd_k(gptc_kernels_get(), f, out, inp, n);
+    gptc_gelu_fwd_entry(gptc_kernels_get(), f)(out, inp, n);
 }
 
 void gptc_gelu_bwd_form(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n) {
-    gptc_gelu_bwd_k(gptc_kernels_get(), f, dinp, inp, dout, n);
+    gptc_gelu_bwd_entry(gptc_kernels_get(), f)(dinp, inp, dout, n);
 }
