@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,4 +230,76 @@ TEST(gemm_workspaces_freed_when_thread_exits) {
                   after - before);
     }
     if (!ran) printf("    SKIP: this CPU has neither AVX2 nor AVX-512\n");
+}
+
+/* The cache rules of gptc_gemm_block_for_caches: Zen 4's caches give back the constants tuned there
+ * (B micro-panel in L1); a full-width 48 KiB L1d / 2 MiB L2 core gets the A-in-L1 order and its own
+ * sizes; unknown caches leave an ISA's fallback alone. */
+TEST(gemm_blocking_from_cache_sizes) {
+    gptc_gemm_isa g = {.mr = 12, .nr = 32, .mc = 1, .kc = 2, .nc = 3, .esize = 4, .kstep = 1};
+    gptc_cpu_info zen4 = {.fma512_half_width = true, .l1d_bytes = 32 << 10, .l2_bytes = 1 << 20, .l3_bytes = 32 << 20};
+    gptc_gemm_block_for_caches(&g, &zen4);
+    CHECK_MSG(g.order == GPTC_GEMM_B_IN_L1 && g.mc == 144 && g.kc == 768 && g.nc == 3072, "zen4 fp32: %d %d %d %d",
+              g.order, g.mc, g.kc, g.nc);
+    gptc_gemm_isa h = {.mr = 12, .nr = 32, .esize = 2, .kstep = 2};
+    gptc_gemm_block_for_caches(&h, &zen4);
+    CHECK_MSG(h.mc == 144 && h.kc == 1536 && h.nc == 3072, "zen4 bf16: %d %d %d", h.mc, h.kc, h.nc);
+    gptc_cpu_info spr = {.l1d_bytes = 48 << 10, .l2_bytes = 2 << 20, .l3_bytes = 105 << 20};
+    gptc_gemm_block_for_caches(&g, &spr);
+    CHECK_MSG(g.order == GPTC_GEMM_A_IN_L1 && g.mc == 4092 && g.kc == 384 && g.nc == 672, "intel fp32: %d %d %d %d",
+              g.order, g.mc, g.kc, g.nc);
+    /* the A micro-panel takes 3/8 of L1d, the B panel half of L2 */
+    CHECK((long)g.mr * g.kc * 4 <= spr.l1d_bytes * 3 / 8 && (long)g.kc * g.nc * 4 <= spr.l2_bytes / 2);
+    gptc_gemm_block_for_caches(&h, &spr);
+    CHECK_MSG(h.kc == 768 && h.kc % 32 == 0, "intel bf16 kc %d", h.kc);
+    gptc_gemm_isa u = g;
+    gptc_cpu_info none = {0};
+    gptc_gemm_block_for_caches(&u, &none);
+    CHECK(memcmp(&u, &g, sizeof u) == 0);
+    /* this machine's sizes, when known, give a blocking inside the clamps */
+    const gptc_cpu_info *c = gptc_cpu();
+    if (c->l1d_bytes > 0 && c->l2_bytes > 0) {
+        gptc_gemm_isa m = g;
+        gptc_gemm_block_for_caches(&m, c);
+        CHECK(m.kc >= 128 && m.kc <= 2048 && m.mc % m.mr == 0 && m.nc % m.nr == 0);
+    } else {
+        printf("  (this CPU reports no cache sizes: only the rules were checked)\n");
+    }
+}
+
+/* Both loop orders of the driver sum each C element in the same order, so they give the same bits;
+ * small blockings put every edge (partial mc, kc, nc blocks, ragged micro-tiles) in play. */
+TEST(gemm_loop_orders_agree) {
+    static const int shapes[][3] = {{1, 1, 1}, {13, 31, 7}, {65, 97, 130}, {100, 33, 257}, {37, 200, 81}};
+    for (int l = 0; l < 2; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        const gptc_gemm_isa *isas[2] = {k->gemm_isa, k->gemm_bf16_isa};
+        for (int which = 0; which < 2; which++) {
+            if (!isas[which]) continue;
+            gptc_gemm_isa a = *isas[which];
+            a.mc = 3 * a.mr, a.kc = 20 * a.kstep, a.nc = 2 * a.nr;
+            gptc_gemm_isa b = a;
+            a.order = GPTC_GEMM_A_IN_L1, b.order = GPTC_GEMM_B_IN_L1;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int t = 0; t < 4; t++) {
+                    const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t >> 1, tb = t & 1;
+                    float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
+                    float *C1 = rand_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof(float));
+                    float *R = malloc((size_t)M * N * sizeof(float));
+                    memcpy(C2, C1, (size_t)M * N * sizeof(float));
+                    memcpy(R, C1, (size_t)M * N * sizeof(float));
+                    gptc_gemm_blocked(&a, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, C1, N);
+                    gptc_gemm_blocked(&b, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, C2, N);
+                    CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0, "%s isa %d %dx%dx%d t%d: orders differ",
+                              k->variant, which, M, N, K, t);
+                    if (which == 0) {
+                        gptc_kernels_ref()->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, R, N);
+                        double err = test_rel_err_f(C1, R, (size_t)M * N);
+                        CHECK_MSG(err <= GEMM_TOL, "%s %dx%dx%d t%d: rel err %g", k->variant, M, N, K, t, err);
+                    }
+                    free(A), free(B), free(bias), free(C1), free(C2), free(R);
+                }
+        }
+    }
 }

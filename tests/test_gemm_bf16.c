@@ -45,7 +45,7 @@ typedef struct variant {
     const char *name;
     gemm_fn fn;
 } variant;
-static int variants(variant out[4]) {
+static int variants(variant out[5]) {
     int n = 0;
     const char *levels[] = {"ref", "avx2", "avx512"};
     for (int l = 0; l < 3; l++) {
@@ -53,6 +53,8 @@ static int variants(variant out[4]) {
         if (k) out[n++] = (variant){levels[l], k->gemm_bf16};
     }
     if (gptc_kernels_level("avx512")) out[n++] = (variant){"avx512-emulated", gptc_avx512_gemm_bf16_emulated};
+    if (gptc_kernels_level("avx512") && gptc_cpu()->avx512bf16)
+        out[n++] = (variant){"avx512-vdpbf16ps", gptc_avx512_gemm_bf16_dp};
     return n;
 }
 
@@ -128,7 +130,7 @@ TEST(gemm_bf16_ragged_shapes) {
         {2, 3, 2},   {65, 13, 257}, {257, 33, 31},  {300, 47, 13},  {13, 4100, 40},  {20, 45, 1601},
         {150, 70, 1537}, {37, 29, 769},
     };
-    variant v[4];
+    variant v[5];
     int nv = variants(v);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) check_shape(v, nv, shapes[s][0], shapes[s][1], shapes[s][2]);
 }
@@ -141,7 +143,7 @@ TEST(gemm_bf16_rounds_operands) {
     float *F = malloc((size_t)M * N * sizeof(float)), *G = malloc((size_t)M * N * sizeof(float));
     gptc_kernels_ref()->gemm(0, 0, M, N, K, A, K, B, N, 0.0f, NULL, F, N);
     double *scale = abs_scale(0, 0, M, N, K, A, K, B, N, 0.0f, NULL, F, N);
-    variant v[4];
+    variant v[5];
     int nv = variants(v);
     for (int vi = 0; vi < nv; vi++) {
         v[vi].fn(0, 0, M, N, K, A, K, B, N, 0.0f, NULL, G, N);
@@ -178,7 +180,7 @@ TEST(gemm_bf16_ties_to_even) {
     for (int i = 0; i < 4; i++) eye[i * 5] = 1.0f;
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) xt[j * 4 + i] = x[i * 4 + j];
-    variant v[4];
+    variant v[5];
     int nv = variants(v);
     for (int vi = 0; vi < nv; vi++)
         for (int t = 0; t < 2; t++) {
@@ -195,7 +197,7 @@ TEST(gemm_bf16_ties_to_even) {
  * k blocks and beta/bias of the first block are exercised too). */
 TEST(gemm_bf16_deterministic_threads) {
     const int M = 300, N = 769, K = 1700;
-    variant v[4];
+    variant v[5];
     int nv = variants(v);
     float *A = randoms((size_t)M * K), *B = randoms((size_t)K * N), *bias = randoms(N), *C0 = randoms((size_t)M * N);
     float *C1 = malloc((size_t)M * N * sizeof(float)), *C2 = malloc((size_t)M * N * sizeof(float));

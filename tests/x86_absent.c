@@ -42,6 +42,11 @@ void gptc_avx512_gemm_pack(int trans, const float *X, int ldx, int i0, int k0, i
 void gptc_avx512_gemm_pack_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
     absent(__func__);
 }
+void gptc_avx512_gemm_bf16_dp(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                              int ldb, float beta, const float *bias, float *C, int ldc) {
+    absent(__func__);
+}
+bool gptc_avx512_bf16_native(void) { return false; }
 void gptc_avx512_gemm_bf16_emulated(int transA, int transB, int M, int N, int K, const float *A, int lda,
                                     const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     absent(__func__);

@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "kernels/gemm/gemm_driver.h"
 #include "kernels/attention.h"
 
 #include <math.h>
@@ -23,7 +24,17 @@ int gptc_cmd_info(int argc, char **argv) {
            "(os saves ymm=%d zmm=%d)\n",
            c->sse42, c->avx, c->avx2, c->fma, c->avx512f, c->avx512bw, c->avx512vl, c->avx512bf16, c->os_avx,
            c->os_avx512);
+    printf("family %d model %d%s; caches: L1d %ld KiB, L2 %ld KiB per core, L3 %ld MiB (0: unknown)\n", c->family,
+           c->model, c->fma512_half_width ? ", 512-bit FMAs at half width" : "", c->l1d_bytes >> 10,
+           c->l2_bytes >> 10, c->l3_bytes >> 20);
     const gptc_kernels *k = gptc_kernels_get();
+    for (int b = 0; b < 2; b++) {
+        const gptc_gemm_isa *g = b ? k->gemm_bf16_isa : k->gemm_isa;
+        if (g)
+            printf("gemm%s blocking: %dx%d micro-tile, mc %d kc %d nc %d, %s in L1%s\n", b ? "_bf16" : "", g->mr,
+                   g->nr, g->mc, g->kc, g->nc, g->order == GPTC_GEMM_A_IN_L1 ? "A micro-panel" : "B micro-panel",
+                   !b ? "" : g->esize == 2 ? ", vdpbf16ps on bf16 pairs" : ", fp32 FMAs on bf16-rounded operands");
+    }
     printf("kernels (%s):", k->variant);
     for (int i = 0; i < gptc_kernel_nops; i++) printf(" %s=%s", gptc_kernel_ops[i].name, gptc_kernels_op_variant(k, i));
     printf("\nflash attention (used by training; attention_* above are the naive reference and decoding): %s",

@@ -106,6 +106,11 @@ typedef struct gptc_cpu_info {
     bool os_avx;     /* the OS saves YMM state (XCR0 bits 1,2) */
     bool os_avx512;  /* the OS saves ZMM/opmask state (XCR0 bits 5,6,7) */
     int logical_cpus;
+    int family, model;       /* CPUID display family and model (0 off x86) */
+    bool fma512_half_width;  /* 512-bit FMAs run as two 256-bit halves (AMD Zen 4) */
+    /* Data cache sizes in bytes from CPUID (leaf 4 on Intel, 0x8000001D on AMD), else sysfs, else 0:
+     * L1d and L2 as one core sees them, L3 the whole cache of the package (shared). */
+    long l1d_bytes, l2_bytes, l3_bytes;
 } gptc_cpu_info;
 const gptc_cpu_info *gptc_cpu(void);
 

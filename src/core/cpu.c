@@ -3,11 +3,38 @@
  * false, so the kernels stay at the reference level. */
 #include "core.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static gptc_cpu_info g_cpu;
 static int g_cpu_ready;
+
+/* Sizes of the data (or unified) caches of levels 1..3 from sysfs, for any size still 0: what Linux
+ * read from the firmware's tables, on any architecture. */
+static void caches_from_sysfs(gptc_cpu_info *c) {
+    for (int i = 0; i < 8; i++) {
+        char path[128], type[32] = "", size[32] = "";
+        int level = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        if (fscanf(f, "%d", &level) != 1) level = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        if ((f = fopen(path, "r"))) { if (fscanf(f, "%31s", type) != 1) type[0] = 0; fclose(f); }
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if ((f = fopen(path, "r"))) { if (fscanf(f, "%31s", size) != 1) size[0] = 0; fclose(f); }
+        if (!strcmp(type, "Instruction")) continue;
+        char *end;
+        long v = strtol(size, &end, 10);
+        if (*end == 'K') v <<= 10;
+        else if (*end == 'M') v <<= 20;
+        long *slot = level == 1 ? &c->l1d_bytes : level == 2 ? &c->l2_bytes : level == 3 ? &c->l3_bytes : NULL;
+        if (slot && *slot == 0 && v > 0) *slot = v;
+    }
+}
 
 /* CPUID, XGETBV and <cpuid.h> exist only on x86 */
 #if defined(__x86_64__) || defined(__i386__)
@@ -17,6 +44,22 @@ static uint64_t read_xcr0(void) {
     uint32_t eax, edx;
     __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
     return ((uint64_t)edx << 32) | eax;
+}
+
+/* Cache sizes from the deterministic cache parameters leaf (4 on Intel, 0x8000001D on AMD; both
+ * use one layout): per subleaf, EAX[4:0] the type (0 ends the list, 2 instruction), EAX[7:5] the level,
+ * EBX ways-1 [31:22], partitions-1 [21:12], line bytes-1 [11:0], ECX sets-1. */
+static void caches_from_cpuid(gptc_cpu_info *c, unsigned leaf) {
+    unsigned a, b, cx, d;
+    for (unsigned i = 0; i < 16; i++) {
+        __cpuid_count(leaf, i, a, b, cx, d);
+        unsigned type = a & 0x1f, level = (a >> 5) & 7;
+        if (type == 0) break;
+        if (type == 2) continue;
+        long size = (long)((b >> 22) + 1) * (((b >> 12) & 0x3ff) + 1) * ((b & 0xfff) + 1) * ((long)cx + 1);
+        long *slot = level == 1 ? &c->l1d_bytes : level == 2 ? &c->l2_bytes : level == 3 ? &c->l3_bytes : NULL;
+        if (slot) *slot = size;
+    }
 }
 
 static void detect(gptc_cpu_info *c) {
@@ -29,6 +72,9 @@ static void detect(gptc_cpu_info *c) {
     memcpy(c->vendor + 4, &d, 4);
     memcpy(c->vendor + 8, &cx, 4);
     __get_cpuid(1, &a, &b, &cx, &d);
+    c->family = (int)((a >> 8) & 0xf), c->model = (int)((a >> 4) & 0xf);
+    if (c->family == 0xf) c->family += (int)((a >> 20) & 0xff);
+    if (c->family == 0x6 || c->family >= 0xf) c->model += (int)((a >> 16) & 0xf) << 4;
     c->sse42 = cx & bit_SSE4_2;
     c->fma = cx & bit_FMA;
     bool osxsave = cx & bit_OSXSAVE;
@@ -53,6 +99,13 @@ static void detect(gptc_cpu_info *c) {
         for (unsigned leaf = 0; leaf < 3; leaf++) __get_cpuid(0x80000002 + leaf, &w[leaf * 4], &w[leaf * 4 + 1], &w[leaf * 4 + 2], &w[leaf * 4 + 3]);
         c->brand[63] = '\0';
     }
+    bool amd = !strcmp(c->vendor, "AuthenticAMD");
+    unsigned maxext = 0;
+    __get_cpuid(0x80000000, &maxext, &b, &cx, &d);
+    if (!amd && max_leaf >= 4) caches_from_cpuid(c, 4);
+    if (amd && maxext >= 0x8000001D) caches_from_cpuid(c, 0x8000001D);
+    caches_from_sysfs(c);
+    c->fma512_half_width = amd && c->family == 0x19; /* Zen 4; Zen 5 (0x1A) runs them at full width */
     if (!c->os_avx) c->avx = c->avx2 = c->fma = false;
     if (!c->os_avx512) c->avx512f = c->avx512bw = c->avx512vl = c->avx512bf16 = false;
 }
@@ -64,6 +117,7 @@ static void detect(gptc_cpu_info *c) {
     memset(c, 0, sizeof *c);
     c->logical_cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(c->brand, sizeof c->brand, "%s", uname(&u) == 0 ? u.machine : "unknown");
+    caches_from_sysfs(c);
 }
 #endif
 

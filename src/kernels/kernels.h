@@ -204,8 +204,12 @@ double gptc_peak_gflops(int threads);
  * (16 lanes x 2 multiply-adds per instruction, 2 FLOPs each), about 0.2 s; 0 when the CPU lacks
  * AVX512_BF16 (or the avx512 level). */
 double gptc_peak_bf16_gflops(int threads);
+/* Whether the best table's gemm_bf16 multiplies with vdpbf16ps (2-byte packed operands); otherwise it
+ * runs fp32 FMAs on bf16-rounded operands (no AVX512_BF16, or a CPU where vdpbf16ps is the slower). */
+bool gptc_gemm_bf16_uses_dpbf16(void);
 /* The peak a training run's MFU is measured against, probed once per machine and cached: for bf16
- * the vdpbf16ps peak where the CPU has AVX512_BF16, else (and for fp32) the fp32 FMA peak. The cache
+ * the vdpbf16ps peak where gemm_bf16 uses it (gptc_gemm_bf16_uses_dpbf16), else (and for fp32) the
+ * fp32 FMA peak — the instruction the products run on. The cache
  * is the JSON file cache_dir/peak.json (cache_dir NULL: $XDG_CACHE_HOME/gptc, else
  * $HOME/.cache/gptc), one entry per CPU brand, ISA level, dtype and thread count; a missing,
  * unreadable or corrupt file is measured afresh and rewritten atomically (a cache that cannot be

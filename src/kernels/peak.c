@@ -5,6 +5,7 @@
 #include "kernels/x86_avx2/avx2.h"
 #include "kernels/x86_avx512/avx512.h"
 #include "core/core.h"
+#include "kernels/gemm/gemm_driver.h"
 
 #include <omp.h>
 
@@ -48,4 +49,9 @@ double gptc_peak_bf16_gflops(int threads) {
         return measure(gptc_avx512_bf16_probe, 12.0 * 32 * 2, threads);
 #endif
     return 0;
+}
+
+bool gptc_gemm_bf16_uses_dpbf16(void) {
+    const gptc_gemm_isa *g = gptc_kernels_get()->gemm_bf16_isa;
+    return g && g->esize == 2;
 }

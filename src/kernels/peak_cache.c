@@ -30,7 +30,7 @@ static double peak_entry(const char *cache_dir, int bf16, int threads, const cha
                          double given) {
     int nt = threads > 0 ? threads : omp_get_max_threads();
     const char *isa = gptc_kernels_level("avx512") ? "avx512" : gptc_kernels_level("avx2") ? "avx2" : "none";
-    bool use_bf16 = bf16 && gptc_kernels_level("avx512") && gptc_cpu()->avx512bf16;
+    bool use_bf16 = bf16 && gptc_gemm_bf16_uses_dpbf16();
     if (kind) *kind = use_bf16 ? "bf16" : "fp32";
     if (cached) *cached = false;
     char dir[2048], path[2100], key[256];

@@ -27,9 +27,18 @@ typedef void (*gptc_gemm_ukernel)(int kc, const void *a, const void *b, float *c
 typedef void (*gptc_gemm_pack)(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r,
                                void *out);
 
+/* Which micro-panel the two innermost loops keep in L1 while the other streams from L2:
+ *   GPTC_GEMM_B_IN_L1: for each B micro-panel (kc x nr), every A micro-panel of the block in turn — the
+ *     A block (mc x kc) lives in L2 and the B panel (kc x nc) in L3 (double-pumped FMAs, e.g. Zen 4);
+ *   GPTC_GEMM_A_IN_L1: for each A micro-panel (mr x kc), every B micro-panel of the panel in turn — the
+ *     B panel lives in L2 and only the small broadcast operand sits in L1 (full-width FMAs, where the
+ *     kernel consumes operands twice as fast: Intel server cores, Zen 5). */
+enum { GPTC_GEMM_B_IN_L1 = 0, GPTC_GEMM_A_IN_L1 = 1 };
+
 typedef struct gptc_gemm_isa {
     int mr, nr;             /* microkernel tile */
-    int mc, kc, nc;         /* cache blocking: A block mc x kc (L2), B panel kc x nc (L3) */
+    int mc, kc, nc;         /* cache blocking: A block mc x kc, B panel kc x nc (where each lives: order) */
+    int order;              /* GPTC_GEMM_B_IN_L1 or GPTC_GEMM_A_IN_L1 */
     int esize;              /* bytes per packed element: 4 (fp32) or 2 (bf16) */
     int kstep;              /* k granularity s of the packed layout: 1, or 2 (bf16 k pairs) */
     int round_bf16;         /* 1: every packed value is rounded to bf16 (RNE) after packing, so an fp32
@@ -46,6 +55,12 @@ typedef struct gptc_gemm_isa {
  * round_up(min(kc,K), kstep) x round_up(min(nc, cols), nr) elements, esize bytes each. */
 void gptc_gemm_blocked(const gptc_gemm_isa *isa, int transA, int transB, int M, int N, int K, const float *A,
                        int lda, const float *B, int ldb, float beta, const float *bias, float *C, int ldc);
+
+/* Sets g's mc, kc, nc and order from the cache sizes of c (gptc_cpu: CPUID leaf 4 / 0x8000001D, else
+ * sysfs) for a kernel of g's mr, nr, esize and kstep; leaves the fields as they are when the sizes are
+ * unknown. The rules and the measurements behind them are in gemm_driver.c. */
+struct gptc_cpu_info;
+void gptc_gemm_block_for_caches(gptc_gemm_isa *g, const struct gptc_cpu_info *c);
 
 /* The portable packer (what pack = NULL means), exposed for the packer tests. */
 void gptc_gemm_pack_portable(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out);

@@ -10,6 +10,11 @@ void gptc_avx512_gemm_pack(int trans, const float *X, int ldx, int i0, int k0, i
 /* gemm_avx512.c: its bf16 packer (k pairs of bf16, the layout of gemm_driver.h with s = 2; needs
  * AVX512_BF16), for tests */
 void gptc_avx512_gemm_pack_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out);
+/* gemm_avx512.c: gemm_bf16 with vdpbf16ps (needs AVX512_BF16; the table's gemm_bf16 where
+ * gptc_avx512_bf16_native says it pays), and that rule. */
+void gptc_avx512_gemm_bf16_dp(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                              int ldb, float beta, const float *bias, float *C, int ldc);
+bool gptc_avx512_bf16_native(void);
 /* gemm_avx512.c: gemm_bf16 for AVX-512 CPUs without AVX512_BF16 (the fp32 kernel on bf16-rounded
  * panels); the table uses it only on such CPUs, tests call it directly. */
 void gptc_avx512_gemm_bf16_emulated(int transA, int transB, int M, int N, int K, const float *A, int lda,

@@ -4,6 +4,7 @@
  * pairs of bf16 values). Without AVX512_BF16, gemm_bf16 is the fp32 kernel on bf16-rounded panels. */
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "kernels/gemm/gemm_driver.h"
@@ -43,6 +44,20 @@ static inline __attribute__((always_inline)) void store_tile(__m512 c0[MR], __m5
     }
 }
 
+/* Prefetch distance in k steps (pairs for bf16): ~16 x 12 cycles ahead of the FMAs, longer than an
+ * L2 hit, so the streaming micro-panel arrives in L1 before it is read (gemm_driver.h: order). Prefetches
+ * past a panel's end are harmless hints. */
+#define PF_K 16
+
+/* The C tile's rows are read (beta) or written at the end of a call; asked for at its start, they are
+ * in L1 by then. */
+static inline __attribute__((always_inline)) void prefetch_c(const float *c, int ldc, int m) {
+    for (int i = 0; i < m; i++) {
+        _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + (size_t)i * ldc + 16), _MM_HINT_T0);
+    }
+}
+
 /* fp32: c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed floats,
  * m <= MR, n <= NR. */
 static void kernel_avx512(int kc, const void *a_, const void *b_, float *restrict c, int ldc, int m, int n,
@@ -51,8 +66,13 @@ static void kernel_avx512(int kc, const void *a_, const void *b_, float *restric
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    prefetch_c(c, ldc, m);
+#pragma GCC unroll 4
     for (int k = 0; k < kc; k++) {
         const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+        _mm_prefetch((const char *)(b + PF_K * NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + PF_K * NR + 16), _MM_HINT_T0);
+        if ((k & 3) == 0) _mm_prefetch((const char *)(a + PF_K * MR), _MM_HINT_T0);
 #pragma GCC unroll 16
         for (int i = 0; i < MR; i++) {
             const __m512 ai = _mm512_set1_ps(a[i]);
@@ -79,8 +99,13 @@ static void kernel_avx512_bf16(int kc, const void *a_, const void *b_, float *re
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    prefetch_c(c, ldc, m);
+#pragma GCC unroll 4
     for (int q = 0; q < (kc + 1) / 2; q++) {
         const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 1);
+        _mm_prefetch((const char *)(b + 2 * PF_K), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 2 * PF_K + 1), _MM_HINT_T0);
+        if ((q & 3) == 0) _mm_prefetch((const char *)(a + PF_K * MR), _MM_HINT_T0);
 #pragma GCC unroll 16
         for (int i = 0; i < MR; i++) {
             const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
@@ -203,26 +228,27 @@ static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0,
     }
 }
 
-/* Zen 4 (1 MiB L2 per core, 32 MiB L3): A block 144 x 768 (432 KiB) stays in L2, B panel 768 x 3072
- * (9 MiB) in L3; KC = 768 covers GPT-2's C in one pass (measured: 384 -> 768 gave +3-5%). */
-static const gptc_gemm_isa k_isa = {
+/* Blocking: gptc_gemm_block_for_caches sets mc, kc, nc and the loop order from this CPU's caches when
+ * the overlay is installed (gemm_driver.c gives the rules and the measurements). The values below are
+ * the fallback when the cache sizes are unknown: Zen 4's (1 MiB L2, 32 MiB L3), where KC = 768 covers
+ * GPT-2's C in one pass. bf16 panels are half the bytes per element, so KC doubles at the same bytes.
+ * Workspace bound: per thread the driver packs round_up(min(kc, K), kstep) x esize bytes per row, which
+ * for bf16 (kc twice fp32's, 2 bytes) is <= fp32's min(kc, K) x 4 for every K >= 1, with the same rows
+ * and columns — so gemm_bf16 never needs more packing bytes than the fp32 gemm on the same shape. */
+static gptc_gemm_isa k_isa = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .esize = 4, .kstep = 1,
     .kernel = kernel_avx512, .pack = pack_avx512,
 };
 
-/* bf16 panels are half the bytes per element, so KC doubles at the same A block (144 x 1536 x 2 B =
- * 432 KiB) and B panel (1536 x 3072 x 2 B = 9 MiB); measured on 1 thread (shared machine): KC 768 /
- * 1024 / 1536 gave 202 / 203 / 209 GFLOP/s on 4096x768x3072 and 178 / 181 / 183 on 256x2304x768. Workspace bound: per thread the driver packs
- * round_up(min(1536, K), 2) x 2 B per row, which is <= min(768, K) x 4 B for every K >= 1, with the same
- * rows (MC, MR) and columns (NC, NR) as k_isa — so gemm_bf16 never needs more packing bytes than the
- * fp32 gemm on the same shape. */
-static const gptc_gemm_isa k_isa_bf16 = {
+static gptc_gemm_isa k_isa_bf16 = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 1536, .nc = 3072, .esize = 2, .kstep = 2,
     .kernel = kernel_avx512_bf16, .pack = pack_avx512_bf16,
 };
 
-/* No AVX512_BF16: the fp32 kernel and blocking on panels rounded to bf16 (same workspace as gemm). */
-static const gptc_gemm_isa k_isa_bf16_emulated = {
+/* No AVX512_BF16, or an Intel core, where vdpbf16ps issues at half the FMA rate (measured on a Xeon,
+ * family 6 model 207: 86.6 against 176.4 GFLOP/s fp32 on 1 thread): the fp32 kernel and blocking on
+ * panels rounded to bf16 (same workspace as gemm); products of bf16 values are exact in fp32. */
+static gptc_gemm_isa k_isa_bf16_emulated = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .esize = 4, .kstep = 1, .round_bf16 = 1,
     .kernel = kernel_avx512, .pack = pack_avx512,
 };
@@ -232,8 +258,8 @@ static void gemm_avx512(int transA, int transB, int M, int N, int K, const float
     gptc_gemm_blocked(&k_isa, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
 }
 
-static void gemm_bf16_avx512(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
-                             int ldb, float beta, const float *bias, float *C, int ldc) {
+void gptc_avx512_gemm_bf16_dp(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                              int ldb, float beta, const float *bias, float *C, int ldc) {
     gptc_gemm_blocked(&k_isa_bf16, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
 }
 
@@ -242,11 +268,22 @@ void gptc_avx512_gemm_bf16_emulated(int transA, int transB, int M, int N, int K,
     gptc_gemm_blocked(&k_isa_bf16_emulated, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
 }
 
+/* Whether gemm_bf16 runs vdpbf16ps: where the CPU has it and it is not slower than fp32 FMAs on
+ * rounded operands (Intel cores issue it at half the FMA rate; AMD's Zen 4 and 5 at twice). */
+bool gptc_avx512_bf16_native(void) {
+    const gptc_cpu_info *c = gptc_cpu();
+    return c->avx512bf16 && strcmp(c->vendor, "GenuineIntel") != 0;
+}
+
 void gptc_avx512_overlay_gemm(gptc_kernels *k) {
+    const gptc_cpu_info *c = gptc_cpu();
+    gptc_gemm_block_for_caches(&k_isa, c);
+    gptc_gemm_block_for_caches(&k_isa_bf16, c);
+    gptc_gemm_block_for_caches(&k_isa_bf16_emulated, c);
     k->gemm = gemm_avx512;
     k->gemm_isa = &k_isa;
-    bool native = gptc_cpu()->avx512bf16;
-    k->gemm_bf16 = native ? gemm_bf16_avx512 : gptc_avx512_gemm_bf16_emulated;
+    bool native = gptc_avx512_bf16_native();
+    k->gemm_bf16 = native ? gptc_avx512_gemm_bf16_dp : gptc_avx512_gemm_bf16_emulated;
     k->gemm_bf16_isa = native ? &k_isa_bf16 : &k_isa_bf16_emulated;
 }
 
