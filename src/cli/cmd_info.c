@@ -24,6 +24,8 @@ int gptc_cmd_info(int argc, char **argv) {
            "(os saves ymm=%d zmm=%d)\n",
            c->sse42, c->avx, c->avx2, c->fma, c->avx512f, c->avx512bw, c->avx512vl, c->avx512bf16, c->os_avx,
            c->os_avx512);
+    printf("numa nodes: %d (gptc train --numa places each arena part on the node of the thread that uses it)\n",
+           gptc_numa_nodes());
     printf("family %d model %d%s; caches: L1d %ld KiB, L2 %ld KiB per core, L3 %ld MiB (0: unknown)\n", c->family,
            c->model, c->fma512_half_width ? ", 512-bit FMAs at half width" : "", c->l1d_bytes >> 10,
            c->l2_bytes >> 10, c->l3_bytes >> 20);

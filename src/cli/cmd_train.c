@@ -53,6 +53,7 @@ static const gptc_option g_train_opts[] = {
     {"quiet", OPT_FLAG, F(quiet), "", "print only the summary", 0, 0},
     {"log", OPT_STRING, F(log), "FILE", "append the run as JSON lines to FILE: a start record, then one per step (default with --ckpt: DIR/log.jsonl)", 0, 0},
     {"pin", OPT_FLAG, F(pin), "", "bind each OpenMP thread to its own core (one per physical core first)", 0, 0},
+    {"numa", OPT_FLAG, F(numa), "", "place the weights, gradients, optimizer state and activations by first touch: thread i writes the i-th part of each large block first, so on a multi-socket machine each part sits on the node of the thread whose loops use it (implies --pin)", 0, 0},
 };
 #undef OPT_TEXT
 #undef F
@@ -254,6 +255,7 @@ static bool settle(train_cli *c, const bool *given) {
     }
     /* a rank that stops without dying must not hang the others (see src/dist/watchdog.c) */
     if (gptc_dist_set_comm_timeout(c->comm_timeout)) return false;
+    if (c->numa) c->pin = 1; /* first touch places pages by the thread that writes them: keep threads put */
     if (c->pin && gptc_dist_world() > 1)
         return gptc_fail(GPTC_ERR_ARG, "--pin: under mpirun the ranks of a host would pin to the same cores; let mpirun "
                                        "place them instead (mpirun --bind-to core --map-by slot:PE=THREADS ...)"), false;
@@ -283,9 +285,13 @@ static bool probe(progress *p, const train_cli *c, int rank) {
         int cpus[64], n = gptc_pin_threads(cpus, 64);
         if (n < 0) return false;
         size_t k = (size_t)snprintf(p->pinned, sizeof p->pinned, " | pinned to CPUs");
-        for (int i = 0; i < n && i < 64 && k < sizeof p->pinned - 16; i++)
+        for (int i = 0; i < n && i < 64 && k < sizeof p->pinned - 64; i++)
             k += (size_t)snprintf(p->pinned + k, sizeof p->pinned - k, "%s%d", i ? "," : " ", cpus[i]);
+        if (c->numa)
+            snprintf(p->pinned + k, sizeof p->pinned - k, " | numa first touch, %d node%s", gptc_numa_nodes(),
+                     gptc_numa_nodes() > 1 ? "s" : "");
     }
+    gptc_alloc_set_first_touch(c->numa);
     if (rank == 0) {
         p->peak = gptc_peak_cached(NULL, c->t.dtype == GPTC_PRECISION_BF16, p->threads, &p->peak_kind, &p->peak_cached);
         p->peak *= gptc_dist_world();

@@ -24,7 +24,7 @@ static const struct { const char *field, *flag; } g_extra[] = {
     /* gptc_prepare_options (gptc prepare), the planner's request (gptc plan), and the rest of gptc train's */
     {"val_fraction", "val-fraction"}, {"shard_tokens", "shard-tokens"}, {"tokenizer", "tokenizer"},
     {"doc_separator", "doc-separator"}, {"ranks", "ranks"}, {"model", "model"}, {"comm_timeout", "comm-timeout"},
-    {"pin", "pin"},
+    {"pin", "pin"}, {"numa", "numa"},
 };
 
 static const char *flag_of(const char *name, size_t len) {

@@ -77,6 +77,7 @@ static int start_record(progress *p, const gptc_step_info *in) {
     cJSON_AddNumberToObject(rec, "threads", p->threads);
     cJSON_AddNumberToObject(rec, "ranks", world);
     cJSON_AddBoolToObject(rec, "pin", p->c->pin);
+    cJSON_AddBoolToObject(rec, "numa", p->c->numa);
     cJSON_AddNumberToObject(rec, "peak_gflops", p->peak);
     cJSON_AddStringToObject(rec, "peak_kind", p->peak_kind);
     cJSON_AddNumberToObject(rec, "flops_per_token", p->flops);

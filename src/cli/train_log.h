@@ -22,6 +22,7 @@ typedef struct train_cli {
     int quiet;
     const char *log; /* --log FILE.jsonl */
     int pin;
+    int numa; /* --numa: first-touch placement of the arenas (implies pin) */
     const char *log_losses;
     float comm_timeout;
     const char *profile_steps; /* --profile-steps A:B */

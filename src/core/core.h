@@ -42,6 +42,13 @@ void gptc_free(void *p);
 /* Bytes held now by gptc_alloc blocks (header and rounding included) and the most held at once since
  * the start or the last gptc_alloc_reset_peak(); thread-safe. Either pointer may be NULL. */
 void gptc_alloc_stats(size_t *live, size_t *peak);
+/* NUMA placement (numa.c): with first touch on, gptc_alloc makes each block of 1 MiB or more a fresh
+ * mapping whose i-th of gptc_threads() contiguous parts is first written by OpenMP thread i, so its
+ * pages sit on that thread's node (the split of the static-schedule loops and the optimizer). */
+void gptc_alloc_set_first_touch(bool on);
+bool gptc_alloc_first_touch(void);
+void gptc_first_touch_zero(void *p, size_t bytes);
+int gptc_numa_nodes(void); /* NUMA nodes Linux reports (/sys/devices/system/node), at least 1 */
 void gptc_alloc_reset_peak(void);
 /* What gptc_alloc(bytes) adds to the live count: bytes rounded up to 64 plus the 64-byte header. */
 size_t gptc_alloc_block_bytes(size_t bytes);

@@ -11,9 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
+/* Header: [0] the block's bytes (header included), [1] 1 when the block is its own mapping. */
 enum { HEADER = 64 };
+/* Blocks from this size up are fresh mappings zeroed by first touch when it is on (numa.c). */
+#define FIRST_TOUCH_MIN ((size_t)1 << 20)
 
 static atomic_size_t g_live, g_peak;
 
@@ -30,14 +34,23 @@ static size_t rounded_size(size_t bytes) { return bytes ? (bytes + 63) & ~(size_
 
 void *gptc_alloc(size_t bytes, const char *what) {
     size_t rounded = rounded_size(bytes);
-    char *p = rounded <= SIZE_MAX - HEADER ? aligned_alloc(64, rounded + HEADER) : NULL;
+    bool mapped = gptc_alloc_first_touch() && rounded >= FIRST_TOUCH_MIN && rounded <= SIZE_MAX - HEADER;
+    char *p = NULL;
+    if (mapped) {
+        p = mmap(NULL, rounded + HEADER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) p = NULL;
+    } else if (rounded <= SIZE_MAX - HEADER) {
+        p = aligned_alloc(64, rounded + HEADER);
+    }
     if (!p) {
         gptc_fail(GPTC_ERR_NOMEM, "cannot allocate %.1f MiB for %s; use a smaller model, batch or sequence",
                   bytes / 1048576.0, what);
         return NULL;
     }
-    memset(p + HEADER, 0, rounded);
-    *(size_t *)p = rounded + HEADER;
+    if (mapped) gptc_first_touch_zero(p + HEADER, rounded); /* the pages land where their parts are used */
+    else memset(p + HEADER, 0, rounded);
+    ((size_t *)p)[0] = rounded + HEADER;
+    ((size_t *)p)[1] = mapped;
     account(rounded + HEADER, 0);
     return p + HEADER;
 }
@@ -45,8 +58,10 @@ void *gptc_alloc(size_t bytes, const char *what) {
 void gptc_free(void *p) {
     if (!p) return;
     char *block = (char *)p - HEADER;
-    account(0, *(size_t *)block);
-    free(block);
+    const size_t size = ((size_t *)block)[0];
+    account(0, size);
+    if (((size_t *)block)[1]) munmap(block, size);
+    else free(block);
 }
 
 void gptc_alloc_stats(size_t *live, size_t *peak) {
