@@ -76,9 +76,9 @@ static void choose_grid(int nt, int mpan, int npan, int mr, int nr, int nc, int 
 
 /* One thread's block of C: rows [r0, r1), columns [c0, c1) (multiples of the micro-tile but at
  * the matrix edge), all of K in KC steps. apack / bpack hold one packed A block / B panel. */
-static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, int transA, int transB, int r0, int r1, int c0,
-                       int c1, int K, const float *A, int lda, const float *B, int ldb, float beta, const float *bias,
-                       float *C, int ldc, char *apack, char *bpack) {
+static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, gptc_gemm_pack pack_b, int transA, int transB,
+                       int r0, int r1, int c0, int c1, int K, const float *A, int lda, const float *B, int ldb,
+                       float beta, const float *bias, float *C, int ldc, char *apack, char *bpack) {
     const int MR = g->mr, NR = g->nr, MC = g->mc, KC = g->kc, NC = g->nc;
     for (int jc = c0; jc < c1; jc += NC) {
         const int nc = GEMM_MIN(NC, c1 - jc);
@@ -87,7 +87,7 @@ static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, int transA, 
             const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize; /* one row of a panel */
             const float bt = pc == 0 ? beta : 1.0f;
             const float *bs = pc == 0 ? bias : NULL; /* the bias joins the first partial sum */
-            pack(!transB, B, ldb, jc, pc, nc, kc, NR, bpack);
+            pack_b(!transB, B, ldb, jc, pc, nc, kc, NR, bpack);
             if (g->round_bf16) gptc_gemm_round_bf16((float *)bpack, round_up((size_t)nc, NR) * kbytes / sizeof(float));
             for (int ic = r0; ic < r1; ic += MC) {
                 const int mc = GEMM_MIN(MC, r1 - ic);
@@ -154,6 +154,7 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
         return;
     }
     gptc_gemm_pack pack = g->pack ? g->pack : gptc_gemm_pack_portable;
+    gptc_gemm_pack pack_b = g->pack_b ? g->pack_b : pack;
     const gemm_split s = split_for(g, M, N, K, omp_get_max_threads());
 
 #pragma omp parallel num_threads(s.nt)
@@ -164,7 +165,10 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
             gptc_prof_begin(GPTC_PROF_THREAD, "gemm.thread", -1); /* this thread's block, without the end's wait */
             char *apack = (char *)gptc_workspace_get(&tl_apack, apack_floats(g, K, r0, r1));
             char *bpack = (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, c0, c1));
-            gemm_block(g, pack, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack);
+            if (g->thread_begin) g->thread_begin();
+            gemm_block(g, pack, pack_b, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack,
+                       bpack);
+            if (g->thread_end) g->thread_end();
             gptc_prof_end(2.0 * (r1 - r0) * (c1 - c0) * K, 0);
         }
     }
