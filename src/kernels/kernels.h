@@ -1,6 +1,6 @@
 /* kernels.h — the operator table ("operator mapping"). The model calls k->op(...), never a variant
  * by name. Every entry has a plain reference implementation in kernels/ref/; optimised variants per
- * instruction set override entries at start-up (GPTC_KERNELS=ref|avx2|avx512 forces one).
+ * instruction set override entries at start-up (GPTC_KERNELS=ref|avx2|avx512|amx forces one).
  *
  * Conventions: row-major float arrays; shapes in the comments; backward kernels ACCUMULATE (+=)
  * into every gradient they write, so callers zero gradients once per step (this is what makes
@@ -49,8 +49,9 @@ typedef struct gptc_kernels {
                  int ldb, float beta, const float *bias, float *C, int ldc);
     /* The same product in bfloat16 mixed precision (--dtype bf16): every element of op(A) and op(B) is
      * rounded to bf16 (nearest, ties to even), products are summed in fp32, C, beta and bias stay fp32.
-     * A variant with AVX512_BF16 multiplies with vdpbf16ps (which flushes bf16 subnormals to zero);
-     * one without rounds while packing and multiplies the rounded values with fp32 FMAs. */
+     * A variant with AVX512_BF16 multiplies with vdpbf16ps (which flushes bf16 subnormals to zero), the
+     * amx level's with AMX-BF16 tiles (tdpbf16ps, the same flushing); one without rounds while packing
+     * and multiplies the rounded values with fp32 FMAs. */
     void (*gemm_bf16)(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
                       int ldb, float beta, const float *bias, float *C, int ldc);
     /* out (N,OC) += bias (OC) broadcast over rows */
@@ -160,17 +161,20 @@ typedef struct gptc_kernels {
     ((k)->labels && (k)->labels[GPTC_KERNEL_SLOT(op)] ? (k)->labels[GPTC_KERNEL_SLOT(op)] : (site))
 
 /* The table in use: built once from the reference table, then overlaid with the AVX2+FMA entries
- * when the CPU and OS support them, then with the AVX-512 entries. GPTC_KERNELS=ref|avx2|avx512
- * caps the level (asking for one the CPU lacks is reported with gptc_warn and the best available
+ * when the CPU and OS support them, then with the AVX-512 entries, then (level amx: AVX512_BF16,
+ * AMX-TILE, AMX-BF16 and Linux's permission for the tiles, gptc_cpu_amx_usable) with the AMX gemm_bf16,
+ * its only entry. GPTC_KERNELS=ref|avx2|avx512|amx caps the level (asking for one the CPU lacks is reported with gptc_warn and the best available
  * level is used); GPTC_KERNELS=LEVEL,OP=LEVEL,... then sets single operators (and `flash`, the
  * four flash entries and their scratch sizes together) to another level, e.g. "avx512,gemm=ref" (what
  * `gptc bench --ablation` uses). Every level's overlay sets its own entries; nothing else dispatches. */
 const gptc_kernels *gptc_kernels_get(void);
 /* The reference table, always available. */
 const gptc_kernels *gptc_kernels_ref(void);
-/* A table for one level ("ref", "avx2", "avx512"): the reference overlaid up to that level, or
+/* A table for one level ("ref", "avx2", "avx512", "amx"): the reference overlaid up to that level, or
  * NULL when this CPU cannot run it. For tests and benchmarks that compare variants. */
 const gptc_kernels *gptc_kernels_level(const char *level);
+/* Whether k's gemm_bf16 is the AMX kernel (the amx level's; false where this CPU cannot run it). */
+bool gptc_kernels_gemm_bf16_is_amx(const gptc_kernels *k);
 
 /* The operators, by name, for listing (gptc info) and for tests that walk every entry. */
 typedef struct gptc_kernel_op {
@@ -179,7 +183,7 @@ typedef struct gptc_kernel_op {
 } gptc_kernel_op;
 extern const gptc_kernel_op gptc_kernel_ops[];
 extern const int gptc_kernel_nops;
-/* The variant ("ref", "avx2", "avx512") that provides operator i in table k. */
+/* The variant ("ref", "avx2", "avx512", "amx") that provides operator i in table k. */
 const char *gptc_kernels_op_variant(const gptc_kernels *k, int i);
 
 /* The reference grad_sumsq (kernels/ref/sumsq.c): NCHUNK fixed chunks of 8 double lanes, added in chunk order. */
