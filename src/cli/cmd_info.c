@@ -19,10 +19,12 @@ int gptc_cmd_info(int argc, char **argv) {
     }
     const gptc_cpu_info *c = gptc_cpu();
     printf("cpu: %s (%s), %d logical cpus, %d OpenMP threads\n", c->brand, c->vendor, c->logical_cpus, gptc_threads());
+    /* amx_bf16 counts the process's permission for the tiles too (asked for here, as the dispatch does) */
     printf("features: sse4.2=%d avx=%d avx2=%d fma=%d avx512f=%d avx512bw=%d avx512vl=%d avx512_bf16=%d "
-           "(os saves ymm=%d zmm=%d)\n",
-           c->sse42, c->avx, c->avx2, c->fma, c->avx512f, c->avx512bw, c->avx512vl, c->avx512bf16, c->os_avx,
-           c->os_avx512);
+           "amx_bf16=%d (os saves ymm=%d zmm=%d tiles=%d%s)\n",
+           c->sse42, c->avx, c->avx2, c->fma, c->avx512f, c->avx512bw, c->avx512vl, c->avx512bf16,
+           gptc_cpu_amx_usable(), c->os_avx, c->os_avx512, c->os_amx,
+           c->amx_bf16 && !gptc_cpu_amx_usable() ? "; Linux refused this process the tile state" : "");
     const gptc_kernels *k = gptc_kernels_get();
     printf("kernels (%s):", k->variant);
     for (int i = 0; i < gptc_kernel_nops; i++) printf(" %s=%s", gptc_kernel_ops[i].name, gptc_kernels_op_variant(k, i));
@@ -32,8 +34,8 @@ int gptc_cmd_info(int argc, char **argv) {
     printf("\npeak (measured, fp32 FMA): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", p1, pn, gptc_threads());
     double b1 = gptc_peak_bf16_gflops(1), bn = b1 > 0 ? gptc_peak_bf16_gflops(0) : 0;
     if (b1 > 0)
-        printf("peak (measured, bf16 vdpbf16ps): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", b1, bn,
-               gptc_threads());
+        printf("peak (measured, bf16 %s): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n",
+               strcmp(gptc_peak_bf16_kind(), "amx_bf16") == 0 ? "AMX tdpbf16ps" : "vdpbf16ps", b1, bn, gptc_threads());
     else
         printf("peak (bf16): no AVX512_BF16 (gemm_bf16 rounds operands and uses fp32 FMAs)\n");
     /* what training measures MFU against: these probes update its cache where they read higher */

@@ -204,17 +204,21 @@ void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int
 /* Peak fp32 FMA throughput of this machine in GFLOP/s with `threads` threads (0: all), measured by
  * a register-only FMA loop in the widest ISA available (about 0.2 s). */
 double gptc_peak_gflops(int threads);
-/* Peak bf16 throughput in GFLOP/s with `threads` threads (0: all): a register-only vdpbf16ps loop
- * (16 lanes x 2 multiply-adds per instruction, 2 FLOPs each), about 0.2 s; 0 when the CPU lacks
- * AVX512_BF16 (or the avx512 level). */
+/* Peak bf16 throughput in GFLOP/s with `threads` threads (0: all), of the instruction the table in
+ * use multiplies bf16 with: where its gemm_bf16 is the AMX kernel (gptc_kernels_gemm_bf16_is_amx), a
+ * tdpbf16ps loop into six accumulator tiles (16 x 16 x 32 multiply-adds per instruction); else a
+ * register-only vdpbf16ps loop (16 lanes x 2 multiply-adds per instruction); 2 FLOPs per
+ * multiply-add, about 0.2 s; 0 when the CPU lacks AVX512_BF16 (or the avx512 level). */
 double gptc_peak_bf16_gflops(int threads);
+/* "amx_bf16" (tdpbf16ps) or "bf16" (vdpbf16ps): the probe gptc_peak_bf16_gflops runs now, when it runs one. */
+const char *gptc_peak_bf16_kind(void);
 /* The peak a training run's MFU is measured against, probed once per machine and cached: for bf16
- * the vdpbf16ps peak where the CPU has AVX512_BF16, else (and for fp32) the fp32 FMA peak. The cache
- * is the JSON file cache_dir/peak.json (cache_dir NULL: $XDG_CACHE_HOME/gptc, else
- * $HOME/.cache/gptc), one entry per CPU brand, ISA level, dtype and thread count; a missing,
+ * the gptc_peak_bf16_gflops peak where the CPU has AVX512_BF16, else (and for fp32) the fp32 FMA peak.
+ * The cache is the JSON file cache_dir/peak.json (cache_dir NULL: $XDG_CACHE_HOME/gptc, else
+ * $HOME/.cache/gptc), one entry per CPU brand, ISA level, probe and thread count; a missing,
  * unreadable or corrupt file is measured afresh and rewritten atomically (a cache that cannot be
- * written is only skipped). threads 0: all. *kind (may be NULL) gets "fp32" or "bf16", the probe
- * used; *cached (may be NULL) whether the figure came from the file. 0 when the CPU has no FMA. */
+ * written is only skipped). threads 0: all. *kind (may be NULL) gets "fp32", "bf16" or "amx_bf16", the
+ * probe used; *cached (may be NULL) whether the figure came from the file. 0 when the CPU has no FMA. */
 double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached);
 /* Measures that peak again now and caches the larger of the new and the cached figure, which it
  * returns: for a run whose achieved GFLOP/s exceeded a cached peak taken on a busy machine. */
