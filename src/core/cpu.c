@@ -89,7 +89,7 @@ static void detect(gptc_cpu_info *c) {
 
 /* Linux's dynamic XSTATE permission (Documentation/arch/x86/xstate.rst): a process asks once for the
  * tile data state, XSTATE component 18, before its first tile instruction (which is otherwise trapped
- * and ends it with SIGILL); the permission covers every thread and outlives nothing but the process. */
+ * and ends it with SIGILL); the permission then holds for every thread of the process. */
 #define ARCH_GET_XCOMP_PERM_ 0x1022
 #define ARCH_REQ_XCOMP_PERM_ 0x1023
 #define XFEATURE_XTILEDATA 18
