@@ -24,7 +24,7 @@ CC_ARCH := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null)))
 ifneq ($(filter x86_64 i386 i486 i586 i686,$(CC_ARCH)),)
 ISA_SKIP :=
 else
-ISA_SKIP := $(shell find src/kernels/x86_avx2 src/kernels/x86_avx512 -name '*.c')
+ISA_SKIP := $(shell find src/kernels/x86_avx2 src/kernels/x86_avx512 src/kernels/x86_amx -name '*.c')
 endif
 
 LIB_SRC  := $(sort $(filter-out $(DIST_SKIP) $(ISA_SKIP),$(shell find src -name '*.c' -not -path 'src/cli/*')))
@@ -47,8 +47,10 @@ setup:
 # ISA flags apply only to that ISA's files, so one binary runs on any x86-64.
 AVX2_FLAGS   := -mavx2 -mfma
 AVX512_FLAGS := -mavx2 -mfma -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
+AMX_FLAGS    := $(AVX512_FLAGS) -mamx-tile -mamx-bf16
 $(BUILD)/src/kernels/x86_avx2/%.o: ISA_FLAGS := $(AVX2_FLAGS)
 $(BUILD)/src/kernels/x86_avx512/%.o: ISA_FLAGS := $(AVX512_FLAGS)
+$(BUILD)/src/kernels/x86_amx/%.o: ISA_FLAGS := $(AMX_FLAGS)
 $(BUILD)/src/dist/dist_mpi.o: ISA_FLAGS := $(MPI_CFLAGS)
 
 $(BUILD)/%.o: %.c

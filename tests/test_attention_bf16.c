@@ -147,7 +147,8 @@ TEST(attention_bf16_ref_vs_fp32_ref) {
 }
 
 TEST(attention_bf16_dispatch) {
-    int fast = strcmp(gptc_kernels_get()->variant, "avx512") == 0 && gptc_cpu()->avx512bf16;
+    const char *level = gptc_kernels_get()->variant; /* amx: the avx512 table but for gemm_bf16 */
+    int fast = (strcmp(level, "avx512") == 0 || strcmp(level, "amx") == 0) && gptc_cpu()->avx512bf16;
     CHECK_MSG(strcmp(gptc_flash_bf16_variant(), fast ? "avx512bf16" : "ref") == 0, "bf16 flash %s, table %s",
               gptc_flash_bf16_variant(), gptc_kernels_get()->variant);
     CHECK(gptc_flash_fwd_bf16() == (fast ? gptc_flash_fwd_bf16_avx512 : gptc_flash_fwd_bf16_ref));

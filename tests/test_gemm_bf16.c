@@ -1,7 +1,9 @@
 /* test_gemm_bf16.c — gemm_bf16 (bf16 operands, fp32 sums) of every level this machine runs (ref,
- * avx2, avx512 with AVX512_BF16 or its emulation, and the emulation on its own) against the reference
- * gemm_bf16; that rounding happens, to nearest even; thread-count independence; the bf16 packer and
- * the driver's rounding pass against scalar gptc_f32_to_bf16; the bf16 peak probe.
+ * avx2, avx512 with AVX512_BF16 or its emulation, amx with AMX-BF16 tiles; the emulation on its own,
+ * and the AMX kernel with its tile instructions carried out in C, amx-soft) against the reference
+ * gemm_bf16 at ragged shapes, all four transposes, beta 0/1, bias; that rounding happens, to nearest
+ * even; thread-count independence; the bf16 packers (AVX-512, AMX's A and B) and the driver's
+ * rounding pass against scalar gptc_f32_to_bf16; the bf16 peak probe and the probe it uses.
  *
  * Tolerance: the products of bf16 values are exact in fp32, so a variant differs from the reference
  * only by the order of its fp32 sums: |got - ref| <= 1e-5 * (sum_k |a_ik| |b_kj| + |beta c_ij| + |bias_j|)
@@ -15,6 +17,7 @@
 #include "core/core.h"
 #include "kernels/gemm/gemm_driver.h"
 #include "kernels/kernels.h"
+#include "kernels/x86_amx/amx.h"
 #include "kernels/x86_avx512/avx512.h"
 #include "test.h"
 
@@ -40,21 +43,27 @@ static float *randoms(size_t n) {
 }
 
 /* The variants under test: each level's table entry, plus the AVX-512 emulation (the table picks it
- * only on CPUs without AVX512_BF16, so it is called directly here). */
+ * only on CPUs without AVX512_BF16, so it is called directly here) and, where AVX512_BF16 runs its
+ * packers, the AMX kernel with its tile instructions in C (never in the table; it checks the packing,
+ * the tile plan and the epilogue of the AMX kernel on CPUs without AMX, which say so in one line). */
+#define MAX_VARIANTS 7
 typedef struct variant {
     const char *name;
     gemm_fn fn;
 } variant;
-static int variants(variant out[5]) {
+static int variants(variant out[MAX_VARIANTS]) {
     int n = 0;
-    const char *levels[] = {"ref", "avx2", "avx512"};
-    for (int l = 0; l < 3; l++) {
+    const char *levels[] = {"ref", "avx2", "avx512", "amx"};
+    for (int l = 0; l < 4; l++) {
         const gptc_kernels *k = gptc_kernels_level(levels[l]);
         if (k) out[n++] = (variant){levels[l], k->gemm_bf16};
     }
     if (gptc_kernels_level("avx512")) out[n++] = (variant){"avx512-emulated", gptc_avx512_gemm_bf16_emulated};
-    if (gptc_kernels_level("avx512") && gptc_cpu()->avx512bf16)
+    if (gptc_kernels_level("avx512") && gptc_cpu()->avx512bf16) {
         out[n++] = (variant){"avx512-vdpbf16ps", gptc_avx512_gemm_bf16_dp};
+        out[n++] = (variant){"amx-soft", gptc_amx_soft_gemm_bf16};
+    }
+    if (!gptc_kernels_level("amx")) printf("    no AMX-BF16 on this CPU: skipped\n");
     return n;
 }
 
@@ -122,15 +131,16 @@ static void check_shape(const variant *v, int nv, int M, int N, int K) {
     free(C0), free(R), free(G);
 }
 
-/* Ragged shapes around every tile and block: mr 6/12, nr 16/32, mc 144/168, kc 256/768/1536 (bf16),
- * nc 3072/4080; odd K and K = 1. */
+/* Ragged shapes around every tile and block: mr 6/12/32, nr 16/32, mc 144/168/512, kc 256/768/1536
+ * (bf16), 512 (AMX), nc 3072/4080/2048; odd K, K = 1 and K < 32 (one zero-padded AMX k block); whole
+ * 32 x 32 tiles (the AMX kernel's path straight between C and its tiles) beside ragged ones. */
 TEST(gemm_bf16_ragged_shapes) {
     static const int shapes[][3] = {
         {1, 1, 1},   {1, 7, 13},    {7, 1, 31},     {13, 31, 7},    {31, 33, 65},    {33, 65, 1},
         {2, 3, 2},   {65, 13, 257}, {257, 33, 31},  {300, 47, 13},  {13, 4100, 40},  {20, 45, 1601},
-        {150, 70, 1537}, {37, 29, 769},
+        {150, 70, 1537}, {37, 29, 769}, {64, 64, 32}, {96, 64, 545}, {530, 40, 70}, {40, 2100, 19},
     };
-    variant v[5];
+    variant v[MAX_VARIANTS];
     int nv = variants(v);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) check_shape(v, nv, shapes[s][0], shapes[s][1], shapes[s][2]);
 }
@@ -143,7 +153,7 @@ TEST(gemm_bf16_rounds_operands) {
     float *F = malloc((size_t)M * N * sizeof(float)), *G = malloc((size_t)M * N * sizeof(float));
     gptc_kernels_ref()->gemm(0, 0, M, N, K, A, K, B, N, 0.0f, NULL, F, N);
     double *scale = abs_scale(0, 0, M, N, K, A, K, B, N, 0.0f, NULL, F, N);
-    variant v[5];
+    variant v[MAX_VARIANTS];
     int nv = variants(v);
     for (int vi = 0; vi < nv; vi++) {
         v[vi].fn(0, 0, M, N, K, A, K, B, N, 0.0f, NULL, G, N);
@@ -180,7 +190,7 @@ TEST(gemm_bf16_ties_to_even) {
     for (int i = 0; i < 4; i++) eye[i * 5] = 1.0f;
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) xt[j * 4 + i] = x[i * 4 + j];
-    variant v[5];
+    variant v[MAX_VARIANTS];
     int nv = variants(v);
     for (int vi = 0; vi < nv; vi++)
         for (int t = 0; t < 2; t++) {
@@ -194,16 +204,20 @@ TEST(gemm_bf16_ties_to_even) {
 }
 
 /* Each C element's sum order must not depend on the thread count (K > the bf16 KC of 1536, so the
- * k blocks and beta/bias of the first block are exercised too). */
+ * k blocks and beta/bias of the first block are exercised too). amx-soft, slow, on 100 x 200 x 600
+ * instead (K > its KC of 512). */
 TEST(gemm_bf16_deterministic_threads) {
-    const int M = 300, N = 769, K = 1700;
-    variant v[5];
+    const int M0 = 300, N0 = 769, K0 = 1700;
+    variant v[MAX_VARIANTS];
     int nv = variants(v);
-    float *A = randoms((size_t)M * K), *B = randoms((size_t)K * N), *bias = randoms(N), *C0 = randoms((size_t)M * N);
-    float *C1 = malloc((size_t)M * N * sizeof(float)), *C2 = malloc((size_t)M * N * sizeof(float));
+    float *A = randoms((size_t)M0 * K0), *B = randoms((size_t)K0 * N0), *bias = randoms(N0);
+    float *C0 = randoms((size_t)M0 * N0);
+    float *C1 = malloc((size_t)M0 * N0 * sizeof(float)), *C2 = malloc((size_t)M0 * N0 * sizeof(float));
     const int saved = omp_get_max_threads();
     for (int vi = 0; vi < nv; vi++) {
         if (strcmp(v[vi].name, "ref") == 0) continue;
+        const int soft = strcmp(v[vi].name, "amx-soft") == 0;
+        const int M = soft ? 100 : M0, N = soft ? 200 : N0, K = soft ? 600 : K0;
         for (int t = 0; t < 4; t++) {
             const int ta = t >> 1, tb = t & 1;
             memcpy(C1, C0, (size_t)M * N * sizeof(float));
@@ -262,6 +276,52 @@ TEST(gemm_bf16_pack_avx512_matches_scalar) {
     free(X);
 }
 
+/* The AMX packers' layouts (gemm_driver.h) in scalar code: A with s = 32, element (i, k) of micro-panel
+ * p at out[p*r*kcp + (k/32)*32r + 32i + k%32]; B with s = 2, at out[p*r*kcp + (k/2)*2r + 2i + k%2];
+ * kcp = kc rounded up to 32 for both; zero past m and kc. */
+static void pack_amx_scalar(int b_side, int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r,
+                            uint16_t *out) {
+    const int kcp = (kc + 31) / 32 * 32, s = b_side ? 2 : 32;
+    for (int p = 0; p < m; p += r)
+        for (int i = 0; i < r; i++)
+            for (int k = 0; k < kcp; k++) {
+                const int row = p + i;
+                const float x = row < m && k < kc ? op_at(X, ldx, trans, i0 + row, k0 + k) : 0.0f;
+                out[(size_t)p * kcp + (size_t)(k / s) * s * r + (size_t)s * i + k % s] = gptc_f32_to_bf16(x);
+            }
+}
+
+/* Both AMX packers against the scalar layouts: A with r = 32 (the kernel's) and 16, B with r = 32; both
+ * transposes; m and kc around 16, 32 and their multiples (K < 32, odd, several k blocks). They need
+ * AVX512_BF16 only, so they run wherever the amx-soft variant does. */
+TEST(gemm_bf16_pack_amx_matches_scalar) {
+    if (!gptc_kernels_level("avx512") || !gptc_cpu()->avx512bf16) {
+        printf("    (no AVX512_BF16 on this CPU: nothing to compare)\n");
+        return;
+    }
+    const int ms[] = {1, 11, 16, 17, 31, 32, 33, 45, 64, 70};
+    const int kcs[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100};
+    const int ldx = 150, rows = 140;
+    float *X = randoms((size_t)rows * ldx);
+    for (int i = 0; i < rows * ldx; i += 7) X[i] = (i & 8 ? -1.0f : 1.0f) * (1.0f + (i & 16 ? 3 : 1) * 0x1p-8f);
+    const struct { int b_side, r; } cases[] = {{0, 32}, {0, 16}, {1, 32}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int trans = 0; trans < 2; trans++)
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++) {
+                    const int r = cases[ci].r, m = ms[mi], kc = kcs[ki], i0 = 3, k0 = 5;
+                    const size_t n = (size_t)((m + r - 1) / r) * r * ((kc + 31) / 32 * 32);
+                    uint16_t *o1 = malloc(n * 2), *o2 = malloc(n * 2);
+                    memset(o2, 0xA5, n * 2);
+                    pack_amx_scalar(cases[ci].b_side, trans, X, ldx, i0, k0, m, kc, r, o1);
+                    (cases[ci].b_side ? gptc_amx_gemm_pack_b : gptc_amx_gemm_pack_a)(trans, X, ldx, i0, k0, m, kc, r, o2);
+                    CHECK_MSG(memcmp(o1, o2, n * 2) == 0, "%s r=%d trans=%d m=%d kc=%d: AMX packs differ",
+                              cases[ci].b_side ? "B" : "A", r, trans, m, kc);
+                    free(o1), free(o2);
+                }
+    free(X);
+}
+
 /* The driver's in-place rounding pass (the emulated variants) is gptc_bf16_round, bit for bit, on
  * random values and on ties, infinities, NaNs, subnormals and the largest float (which rounds to inf). */
 TEST(gemm_bf16_round_pass_matches_scalar) {
@@ -280,10 +340,26 @@ TEST(gemm_bf16_round_pass_matches_scalar) {
     free(p), free(q);
 }
 
+/* The bf16 peak probes the instruction the table's gemm_bf16 multiplies with: tdpbf16ps where that is
+ * the AMX kernel, else vdpbf16ps; on an AMX CPU the AMX probe also runs on its own and must sum its
+ * tiles to a finite positive value (its speed is printed, not checked). */
 TEST(gemm_bf16_peak_probe) {
     const double p = gptc_peak_bf16_gflops(1);
+    const int amx = gptc_kernels_gemm_bf16_is_amx(gptc_kernels_get());
+    CHECK_MSG(strcmp(gptc_peak_bf16_kind(), amx ? "amx_bf16" : "bf16") == 0, "probe %s, gemm_bf16 amx %d",
+              gptc_peak_bf16_kind(), amx);
     if (gptc_kernels_level("avx512") && gptc_cpu()->avx512bf16)
         CHECK_MSG(p > 0, "bf16 peak %g on a CPU with AVX512_BF16", p);
     else
         CHECK_MSG(p == 0, "bf16 peak %g on a CPU without AVX512_BF16", p);
+    if (!gptc_kernels_level("amx")) {
+        printf("    no AMX-BF16 on this CPU: skipped\n");
+        return;
+    }
+    const long iters = 20000;
+    double t0 = gptc_now();
+    const float r = gptc_amx_bf16_probe(iters);
+    const double amx_gflops = iters * 6.0 * 16384 / (gptc_now() - t0) / 1e9;
+    CHECK_MSG(isfinite(r) && r > 0, "AMX probe returned %g", r);
+    printf("    tdpbf16ps probe: %.0f GFLOP/s on 1 thread\n", amx_gflops);
 }

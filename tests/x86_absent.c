@@ -5,6 +5,7 @@
 #if !(defined(__x86_64__) || defined(__i386__))
 #include "kernels/attention.h"
 #include "kernels/gelu.h"
+#include "kernels/x86_amx/amx.h"
 #include "kernels/x86_avx512/avx512.h"
 
 #include <stdio.h>
@@ -49,6 +50,16 @@ void gptc_avx512_gemm_bf16_dp(int transA, int transB, int M, int N, int K, const
 bool gptc_avx512_bf16_native(void) { return false; }
 void gptc_avx512_gemm_bf16_emulated(int transA, int transB, int M, int N, int K, const float *A, int lda,
                                     const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
+    absent(__func__);
+}
+void gptc_amx_gemm_pack_a(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
+    absent(__func__);
+}
+void gptc_amx_gemm_pack_b(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
+    absent(__func__);
+}
+void gptc_amx_soft_gemm_bf16(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                             int ldb, float beta, const float *bias, float *C, int ldc) {
     absent(__func__);
 }
 #else

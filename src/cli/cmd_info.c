@@ -20,10 +20,12 @@ int gptc_cmd_info(int argc, char **argv) {
     }
     const gptc_cpu_info *c = gptc_cpu();
     printf("cpu: %s (%s), %d logical cpus, %d OpenMP threads\n", c->brand, c->vendor, c->logical_cpus, gptc_threads());
+    /* amx_bf16 counts the process's permission for the tiles too (asked for here, as the dispatch does) */
     printf("features: sse4.2=%d avx=%d avx2=%d fma=%d avx512f=%d avx512bw=%d avx512vl=%d avx512_bf16=%d "
-           "(os saves ymm=%d zmm=%d)\n",
-           c->sse42, c->avx, c->avx2, c->fma, c->avx512f, c->avx512bw, c->avx512vl, c->avx512bf16, c->os_avx,
-           c->os_avx512);
+           "amx_bf16=%d (os saves ymm=%d zmm=%d tiles=%d%s)\n",
+           c->sse42, c->avx, c->avx2, c->fma, c->avx512f, c->avx512bw, c->avx512vl, c->avx512bf16,
+           gptc_cpu_amx_usable(), c->os_avx, c->os_avx512, c->os_amx,
+           c->amx_bf16 && !gptc_cpu_amx_usable() ? "; Linux refused this process the tile state" : "");
     printf("numa nodes: %d (gptc train --numa places each arena part on the node of the thread that uses it)\n",
            gptc_numa_nodes());
     printf("family %d model %d%s; caches: L1d %ld KiB, L2 %ld KiB per core, L3 %ld MiB (0: unknown)\n", c->family,
@@ -45,8 +47,8 @@ int gptc_cmd_info(int argc, char **argv) {
     printf("\npeak (measured, fp32 FMA): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", p1, pn, gptc_threads());
     double b1 = gptc_peak_bf16_gflops(1), bn = b1 > 0 ? gptc_peak_bf16_gflops(0) : 0;
     if (b1 > 0)
-        printf("peak (measured, bf16 vdpbf16ps): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", b1, bn,
-               gptc_threads());
+        printf("peak (measured, bf16 %s): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n",
+               strcmp(gptc_peak_bf16_kind(), "amx_bf16") == 0 ? "AMX tdpbf16ps" : "vdpbf16ps", b1, bn, gptc_threads());
     else
         printf("peak (bf16): no AVX512_BF16 (gemm_bf16 rounds operands and uses fp32 FMAs)\n");
     /* what training measures MFU against: these probes update its cache where they read higher */

@@ -110,8 +110,13 @@ typedef struct gptc_cpu_info {
     char vendor[16];
     char brand[64];
     bool sse42, avx, avx2, fma, avx512f, avx512bw, avx512vl, avx512bf16;
+    /* AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22), counted only with palette 1 holding at
+     * least 8 tiles of 16 rows x 64 bytes (CPUID 0x1D) and os_amx. Linux also wants the process to ask
+     * for the tile data state before the first tile instruction: gptc_cpu_amx_usable() below. */
+    bool amx_tile, amx_bf16;
     bool os_avx;     /* the OS saves YMM state (XCR0 bits 1,2) */
     bool os_avx512;  /* the OS saves ZMM/opmask state (XCR0 bits 5,6,7) */
+    bool os_amx;     /* the OS saves tile state (XCR0 bits 17 XTILECFG, 18 XTILEDATA) */
     int logical_cpus;
     int family, model;       /* CPUID display family and model (0 off x86) */
     bool fma512_half_width;  /* 512-bit FMAs run as two 256-bit halves (AMD Zen 4) */
@@ -120,6 +125,14 @@ typedef struct gptc_cpu_info {
     long l1d_bytes, l2_bytes, l3_bytes;
 } gptc_cpu_info;
 const gptc_cpu_info *gptc_cpu(void);
+/* Whether this process may run AMX-BF16 tile instructions: amx_tile and amx_bf16 above, and Linux's
+ * permission for XTILEDATA (XSTATE component 18). The permission is asked for once, on the first call
+ * (arch_prctl(ARCH_REQ_XCOMP_PERM, 18), then checked with ARCH_GET_XCOMP_PERM; the kernels' dispatch
+ * calls this when it selects the AMX kernel); a refusal only means no AMX. Thread-safe. */
+bool gptc_cpu_amx_usable(void);
+/* The XSTATE components this process is permitted (arch_prctl ARCH_GET_XCOMP_PERM), 0 where the
+ * kernel has no such call (before Linux 5.16, or off x86 Linux): for tests and `gptc info`. */
+uint64_t gptc_cpu_xcomp_perm(void);
 
 /* ---- threads */
 void gptc_set_threads(int n); /* 0: leave OpenMP's default */

@@ -1,12 +1,16 @@
 /* cpu.c — CPU feature detection with CPUID, and the OS's XSAVE support read from XCR0, so a
- * feature counts only if the OS also saves its registers. Off x86 (aarch64) every x86 feature is
- * false, so the kernels stay at the reference level. */
+ * feature counts only if the OS also saves its registers; for AMX, Linux's per-process permission
+ * for the tile data state (arch_prctl), asked for once when the AMX kernel is first selected. Off
+ * x86 (aarch64) every x86 feature is false, so the kernels stay at the reference level. */
 #include "core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#endif
 
 static gptc_cpu_info g_cpu;
 static int g_cpu_ready;
@@ -39,6 +43,8 @@ static void caches_from_sysfs(gptc_cpu_info *c) {
 /* CPUID, XGETBV and <cpuid.h> exist only on x86 */
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+
+#define XCR0_AMX ((1ull << 17) | (1ull << 18)) /* XTILECFG, XTILEDATA */
 
 static uint64_t read_xcr0(void) {
     uint32_t eax, edx;
@@ -83,6 +89,7 @@ static void detect(gptc_cpu_info *c) {
         uint64_t xcr0 = read_xcr0();
         c->os_avx = (xcr0 & 0x6) == 0x6;
         c->os_avx512 = (xcr0 & 0xe6) == 0xe6;
+        c->os_amx = (xcr0 & XCR0_AMX) == XCR0_AMX;
     }
     if (max_leaf >= 7) {
         __get_cpuid_count(7, 0, &a, &b, &cx, &d);
@@ -90,8 +97,20 @@ static void detect(gptc_cpu_info *c) {
         c->avx512f = b & bit_AVX512F;
         c->avx512bw = b & bit_AVX512BW;
         c->avx512vl = b & bit_AVX512VL;
+        c->amx_tile = d & (1u << 24);
+        c->amx_bf16 = d & (1u << 22);
         __get_cpuid_count(7, 1, &a, &b, &cx, &d);
         c->avx512bf16 = a & (1u << 5);
+    }
+    /* The tile shape the kernels configure must fit palette 1 (leaf 0x1D sub-leaf 1: EBX bytes per
+     * row in bits 15:0, tile registers in 31:16; ECX rows in 15:0). */
+    if (c->amx_tile && max_leaf >= 0x1D) {
+        unsigned palettes = 0;
+        __get_cpuid_count(0x1D, 0, &palettes, &b, &cx, &d);
+        __get_cpuid_count(0x1D, 1, &a, &b, &cx, &d);
+        if (palettes < 1 || (b & 0xffff) < 64 || (b >> 16) < 8 || (cx & 0xffff) < 16) c->amx_tile = false;
+    } else {
+        c->amx_tile = false;
     }
     unsigned ext;
     if (__get_cpuid(0x80000000, &ext, &b, &cx, &d) && ext >= 0x80000004) {
@@ -108,6 +127,7 @@ static void detect(gptc_cpu_info *c) {
     c->fma512_half_width = amd && c->family == 0x19; /* Zen 4; Zen 5 (0x1A) runs them at full width */
     if (!c->os_avx) c->avx = c->avx2 = c->fma = false;
     if (!c->os_avx512) c->avx512f = c->avx512bw = c->avx512vl = c->avx512bf16 = false;
+    if (!c->os_amx || !c->amx_tile) c->amx_tile = c->amx_bf16 = false;
 }
 #else
 #include <sys/utsname.h>
@@ -120,6 +140,42 @@ static void detect(gptc_cpu_info *c) {
     caches_from_sysfs(c);
 }
 #endif
+
+/* Linux's dynamic XSTATE permission (Documentation/arch/x86/xstate.rst): a process asks once for the
+ * tile data state, XSTATE component 18, before its first tile instruction (which is otherwise trapped
+ * and ends it with SIGILL); the permission then holds for every thread of the process. */
+#define ARCH_GET_XCOMP_PERM_ 0x1022
+#define ARCH_REQ_XCOMP_PERM_ 0x1023
+#define XFEATURE_XTILEDATA 18
+
+uint64_t gptc_cpu_xcomp_perm(void) {
+    uint64_t perm = 0;
+#if defined(__linux__) && defined(__x86_64__)
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM_, &perm) != 0) perm = 0;
+#endif
+    return perm;
+}
+
+static int g_amx_state; /* 0: not asked yet, 1: permitted, -1: no AMX */
+
+bool gptc_cpu_amx_usable(void) {
+    int st = __atomic_load_n(&g_amx_state, __ATOMIC_ACQUIRE);
+    if (st == 0) {
+        const gptc_cpu_info *c = gptc_cpu();
+        bool ok = false;
+#if defined(__linux__) && defined(__x86_64__)
+        /* two threads asking at once both ask: the request is idempotent */
+        if (c->amx_tile && c->amx_bf16)
+            ok = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM_, XFEATURE_XTILEDATA) == 0 &&
+                 (gptc_cpu_xcomp_perm() >> XFEATURE_XTILEDATA & 1);
+#else
+        (void)c;
+#endif
+        st = ok ? 1 : -1;
+        __atomic_store_n(&g_amx_state, st, __ATOMIC_RELEASE);
+    }
+    return st == 1;
+}
 
 const gptc_cpu_info *gptc_cpu(void) {
     if (!__atomic_load_n(&g_cpu_ready, __ATOMIC_ACQUIRE)) {

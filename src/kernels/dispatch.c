@@ -1,9 +1,13 @@
 /* dispatch.c — builds the kernel table once: the reference entries, overlaid with AVX2+FMA entries
- * when CPUID and XCR0 say the CPU and OS support them, then with AVX-512 entries; GPTC_KERNELS
- * caps the level. One binary runs on any x86-64: the ISA-specific code lives in files compiled
- * with their own flags and is only called after these checks. */
+ * when CPUID and XCR0 say the CPU and OS support them, then with AVX-512 entries, then with the
+ * AMX-BF16 gemm_bf16 where the process may use the tiles; GPTC_KERNELS caps the level. One binary
+ * runs on any x86-64: the ISA-specific code lives in files compiled with their own flags and is only
+ * called after these checks. */
 #include "kernels/kernels.h"
 #include "core/core.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include "kernels/x86_amx/amx.h"
+#endif
 
 #include <stddef.h>
 #include <stdio.h>
@@ -23,8 +27,8 @@ const gptc_kernel_op gptc_kernel_ops[] = {
 #undef OP
 const int gptc_kernel_nops = sizeof gptc_kernel_ops / sizeof gptc_kernel_ops[0];
 
-enum { LEVEL_REF, LEVEL_AVX2, LEVEL_AVX512, LEVELS };
-static const char *const k_level_names[LEVELS] = {"ref", "avx2", "avx512"};
+enum { LEVEL_REF, LEVEL_AVX2, LEVEL_AVX512, LEVEL_AMX, LEVELS };
+static const char *const k_level_names[LEVELS] = {"ref", "avx2", "avx512", "amx"};
 static gptc_kernels g_tables[LEVELS];
 static bool g_ready[LEVELS];
 static const gptc_kernels *g_table;
@@ -36,6 +40,9 @@ static bool level_supported(int level) {
     const gptc_cpu_info *c = gptc_cpu();
     if (level == LEVEL_AVX2) return c->avx2 && c->fma && c->os_avx;
     if (level == LEVEL_AVX512) return c->avx512f && c->avx512bw && c->avx512vl && c->fma && c->avx2 && c->os_avx512;
+    /* the AMX kernel's packers and epilogue are AVX-512 with AVX512_BF16; the first time this is asked
+     * the process asks Linux for the tile state (gptc_cpu_amx_usable) */
+    if (level == LEVEL_AMX) return level_supported(LEVEL_AVX512) && c->avx512bf16 && gptc_cpu_amx_usable();
     return true;
 }
 
@@ -49,6 +56,7 @@ static const gptc_kernels *build(int level) {
 #if defined(__x86_64__) || defined(__i386__) /* the x86 kernels are built for an x86 target only (Makefile) */
         if (level >= LEVEL_AVX2) gptc_kernels_overlay_avx2(k);
         if (level >= LEVEL_AVX512) gptc_kernels_overlay_avx512(k);
+        if (level >= LEVEL_AMX) gptc_kernels_overlay_amx(k);
 #endif
         k->variant = k_level_names[level];
         g_ready[level] = true;
@@ -118,7 +126,7 @@ static bool override_op(const char *item, size_t len, int best) {
 const gptc_kernels *gptc_kernels_get(void) {
     if (g_table) return g_table;
     int best = LEVEL_REF;
-    for (int l = LEVEL_AVX512; l > LEVEL_REF; l--)
+    for (int l = LEVELS - 1; l > LEVEL_REF; l--)
         if (level_supported(l)) {
             best = l;
             break;
@@ -131,7 +139,7 @@ const gptc_kernels *gptc_kernels_get(void) {
     if (env && *env) {
         int asked = level_of(env, head);
         if (asked < 0)
-            gptc_warn("GPTC_KERNELS=%s: unknown variant %.*s (expected ref, avx2 or avx512); using %s", env, (int)head,
+            gptc_warn("GPTC_KERNELS=%s: unknown variant %.*s (expected ref, avx2, avx512 or amx); using %s", env, (int)head,
                       env, k_level_names[best]);
         else
             want = capped(asked, best, "the table");
@@ -143,7 +151,7 @@ const gptc_kernels *gptc_kernels_get(void) {
             size_t len = strcspn(item, ",");
             if (!override_op(item, len, best))
                 gptc_warn("GPTC_KERNELS=%s: '%.*s' is not OP=LEVEL with an operator of `gptc info` (or flash) and "
-                          "ref, avx2 or avx512; ignored", env, (int)len, item);
+                          "ref, avx2, avx512 or amx; ignored", env, (int)len, item);
             item += len + (item[len] == ',');
         }
         g_table = &g_custom;
@@ -156,8 +164,7 @@ const char *gptc_kernels_op_variant(const gptc_kernels *k, int i) {
     void *fn;
     memcpy(&fn, (const char *)k + off, sizeof fn);
     for (int l = LEVELS - 1; l > LEVEL_REF; l--) {
-        const gptc_kernels *t = build(l);
-        const gptc_kernels *below = l == LEVEL_AVX512 ? build(LEVEL_AVX2) : gptc_kernels_ref();
+        const gptc_kernels *t = build(l), *below = build(l - 1);
         if (!t || !below) continue;
         void *a, *b;
         memcpy(&a, (const char *)t + off, sizeof a);
@@ -165,4 +172,9 @@ const char *gptc_kernels_op_variant(const gptc_kernels *k, int i) {
         if (fn == a && a != b) return k_level_names[l];
     }
     return "ref";
+}
+
+bool gptc_kernels_gemm_bf16_is_amx(const gptc_kernels *k) {
+    const gptc_kernels *amx = build(LEVEL_AMX);
+    return amx && k->gemm_bf16 == amx->gemm_bf16;
 }

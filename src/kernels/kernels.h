@@ -1,6 +1,6 @@
 /* kernels.h — the operator table ("operator mapping"). The model calls k->op(...), never a variant
  * by name. Every entry has a plain reference implementation in kernels/ref/; optimised variants per
- * instruction set override entries at start-up (GPTC_KERNELS=ref|avx2|avx512 forces one).
+ * instruction set override entries at start-up (GPTC_KERNELS=ref|avx2|avx512|amx forces one).
  *
  * Conventions: row-major float arrays; shapes in the comments; backward kernels ACCUMULATE (+=)
  * into every gradient they write, so callers zero gradients once per step (this is what makes
@@ -49,8 +49,9 @@ typedef struct gptc_kernels {
                  int ldb, float beta, const float *bias, float *C, int ldc);
     /* The same product in bfloat16 mixed precision (--dtype bf16): every element of op(A) and op(B) is
      * rounded to bf16 (nearest, ties to even), products are summed in fp32, C, beta and bias stay fp32.
-     * A variant with AVX512_BF16 multiplies with vdpbf16ps (which flushes bf16 subnormals to zero);
-     * one without rounds while packing and multiplies the rounded values with fp32 FMAs. */
+     * A variant with AVX512_BF16 multiplies with vdpbf16ps (which flushes bf16 subnormals to zero), the
+     * amx level's with AMX-BF16 tiles (tdpbf16ps, the same flushing); one without rounds while packing
+     * and multiplies the rounded values with fp32 FMAs. */
     void (*gemm_bf16)(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
                       int ldb, float beta, const float *bias, float *C, int ldc);
     /* out (N,OC) += bias (OC) broadcast over rows */
@@ -160,17 +161,20 @@ typedef struct gptc_kernels {
     ((k)->labels && (k)->labels[GPTC_KERNEL_SLOT(op)] ? (k)->labels[GPTC_KERNEL_SLOT(op)] : (site))
 
 /* The table in use: built once from the reference table, then overlaid with the AVX2+FMA entries
- * when the CPU and OS support them, then with the AVX-512 entries. GPTC_KERNELS=ref|avx2|avx512
- * caps the level (asking for one the CPU lacks is reported with gptc_warn and the best available
+ * when the CPU and OS support them, then with the AVX-512 entries, then (level amx: AVX512_BF16,
+ * AMX-TILE, AMX-BF16 and Linux's permission for the tiles, gptc_cpu_amx_usable) with the AMX gemm_bf16,
+ * its only entry. GPTC_KERNELS=ref|avx2|avx512|amx caps the level (asking for one the CPU lacks is reported with gptc_warn and the best available
  * level is used); GPTC_KERNELS=LEVEL,OP=LEVEL,... then sets single operators (and `flash`, the
  * four flash entries and their scratch sizes together) to another level, e.g. "avx512,gemm=ref" (what
  * `gptc bench --ablation` uses). Every level's overlay sets its own entries; nothing else dispatches. */
 const gptc_kernels *gptc_kernels_get(void);
 /* The reference table, always available. */
 const gptc_kernels *gptc_kernels_ref(void);
-/* A table for one level ("ref", "avx2", "avx512"): the reference overlaid up to that level, or
+/* A table for one level ("ref", "avx2", "avx512", "amx"): the reference overlaid up to that level, or
  * NULL when this CPU cannot run it. For tests and benchmarks that compare variants. */
 const gptc_kernels *gptc_kernels_level(const char *level);
+/* Whether k's gemm_bf16 is the AMX kernel (the amx level's; false where this CPU cannot run it). */
+bool gptc_kernels_gemm_bf16_is_amx(const gptc_kernels *k);
 
 /* The operators, by name, for listing (gptc info) and for tests that walk every entry. */
 typedef struct gptc_kernel_op {
@@ -179,7 +183,7 @@ typedef struct gptc_kernel_op {
 } gptc_kernel_op;
 extern const gptc_kernel_op gptc_kernel_ops[];
 extern const int gptc_kernel_nops;
-/* The variant ("ref", "avx2", "avx512") that provides operator i in table k. */
+/* The variant ("ref", "avx2", "avx512", "amx") that provides operator i in table k. */
 const char *gptc_kernels_op_variant(const gptc_kernels *k, int i);
 
 /* The reference grad_sumsq (kernels/ref/sumsq.c): NCHUNK fixed chunks of 8 double lanes, added in chunk order. */
@@ -200,21 +204,26 @@ void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int
 /* Peak fp32 FMA throughput of this machine in GFLOP/s with `threads` threads (0: all), measured by
  * a register-only FMA loop in the widest ISA available (about 0.2 s). */
 double gptc_peak_gflops(int threads);
-/* Peak bf16 throughput in GFLOP/s with `threads` threads (0: all): a register-only vdpbf16ps loop
- * (16 lanes x 2 multiply-adds per instruction, 2 FLOPs each), about 0.2 s; 0 when the CPU lacks
- * AVX512_BF16 (or the avx512 level). */
+/* Peak bf16 throughput in GFLOP/s with `threads` threads (0: all), of the instruction the table in
+ * use multiplies bf16 with: where its gemm_bf16 is the AMX kernel (gptc_kernels_gemm_bf16_is_amx), a
+ * tdpbf16ps loop into six accumulator tiles (16 x 16 x 32 multiply-adds per instruction); else a
+ * register-only vdpbf16ps loop (16 lanes x 2 multiply-adds per instruction); 2 FLOPs per
+ * multiply-add, about 0.2 s; 0 when the CPU lacks AVX512_BF16 (or the avx512 level). */
 double gptc_peak_bf16_gflops(int threads);
-/* Whether the best table's gemm_bf16 multiplies with vdpbf16ps (2-byte packed operands); otherwise it
- * runs fp32 FMAs on bf16-rounded operands (no AVX512_BF16, or a CPU where vdpbf16ps is the slower). */
+/* "amx_bf16" (tdpbf16ps) or "bf16" (vdpbf16ps): the probe gptc_peak_bf16_gflops runs now, when it runs one. */
+const char *gptc_peak_bf16_kind(void);
+/* Whether the best table's gemm_bf16 multiplies bf16 pairs (vdpbf16ps or AMX's tdpbf16ps, 2-byte packed
+ * operands); otherwise it runs fp32 FMAs on bf16-rounded operands (no AVX512_BF16, or an Intel core
+ * without AMX, where vdpbf16ps is the slower). */
 bool gptc_gemm_bf16_uses_dpbf16(void);
 /* The peak a training run's MFU is measured against, probed once per machine and cached: for bf16
- * the vdpbf16ps peak where gemm_bf16 uses it (gptc_gemm_bf16_uses_dpbf16), else (and for fp32) the
- * fp32 FMA peak — the instruction the products run on. The cache
- * is the JSON file cache_dir/peak.json (cache_dir NULL: $XDG_CACHE_HOME/gptc, else
- * $HOME/.cache/gptc), one entry per CPU brand, ISA level, dtype and thread count; a missing,
+ * the gptc_peak_bf16_gflops peak where gemm_bf16 uses that instruction (gptc_gemm_bf16_uses_dpbf16),
+ * else (and for fp32) the fp32 FMA peak — the instruction the products run on.
+ * The cache is the JSON file cache_dir/peak.json (cache_dir NULL: $XDG_CACHE_HOME/gptc, else
+ * $HOME/.cache/gptc), one entry per CPU brand, ISA level, probe and thread count; a missing,
  * unreadable or corrupt file is measured afresh and rewritten atomically (a cache that cannot be
- * written is only skipped). threads 0: all. *kind (may be NULL) gets "fp32" or "bf16", the probe
- * used; *cached (may be NULL) whether the figure came from the file. 0 when the CPU has no FMA. */
+ * written is only skipped). threads 0: all. *kind (may be NULL) gets "fp32", "bf16" or "amx_bf16", the
+ * probe used; *cached (may be NULL) whether the figure came from the file. 0 when the CPU has no FMA. */
 double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached);
 /* Measures that peak again now and caches the larger of the new and the cached figure, which it
  * returns: for a run whose achieved GFLOP/s exceeded a cached peak taken on a busy machine. */

@@ -31,12 +31,13 @@ static double peak_entry(const char *cache_dir, int bf16, int threads, const cha
     int nt = threads > 0 ? threads : omp_get_max_threads();
     const char *isa = gptc_kernels_level("avx512") ? "avx512" : gptc_kernels_level("avx2") ? "avx2" : "none";
     bool use_bf16 = bf16 && gptc_gemm_bf16_uses_dpbf16();
-    if (kind) *kind = use_bf16 ? "bf16" : "fp32";
+    const char *probe = use_bf16 ? gptc_peak_bf16_kind() : "fp32"; /* "amx_bf16" has its own entries */
+    if (kind) *kind = probe;
     if (cached) *cached = false;
     char dir[2048], path[2100], key[256];
     cache_folder(cache_dir, dir, sizeof dir);
     gptc_peak_cache_file(cache_dir, path, sizeof path);
-    snprintf(key, sizeof key, "%s|%s|%s|%d", gptc_cpu()->brand, isa, use_bf16 ? "bf16" : "fp32", nt);
+    snprintf(key, sizeof key, "%s|%s|%s|%d", gptc_cpu()->brand, isa, probe, nt);
 
     char *text = NULL;
     size_t len = 0;

@@ -125,11 +125,11 @@ static void pack_panels(const gptc_gemm_isa *g, gptc_gemm_pack pack, int trans, 
 
 /* One thread's block of C: rows [r0, r1), columns [c0, c1) (multiples of the micro-tile but at
  * the matrix edge), all of K in KC steps, in g's loop order. apack / bpack hold one packed A block /
- * B panel. Both orders run the same micro-tile calls, each C element receiving its KC partial sums
- * in increasing k, so they give the same bits. */
-static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, int transA, int transB, int r0, int r1, int c0,
-                       int c1, int K, const float *A, int lda, const float *B, int ldb, float beta, const float *bias,
-                       float *C, int ldc, char *apack, char *bpack) {
+ * B panel (B packed by pack_b). Both orders run the same micro-tile calls, each C element receiving
+ * its KC partial sums in increasing k, so they give the same bits. */
+static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, gptc_gemm_pack pack_b, int transA, int transB,
+                       int r0, int r1, int c0, int c1, int K, const float *A, int lda, const float *B, int ldb,
+                       float beta, const float *bias, float *C, int ldc, char *apack, char *bpack) {
     const int MR = g->mr, NR = g->nr, MC = g->mc, KC = g->kc, NC = g->nc;
 #define GEMM_TILE(ir, jr)                                                                                          \
     g->kernel(kc, apack + (size_t)(ir) * kbytes, bpack + (size_t)(jr) * kbytes, C + (size_t)(ic + (ir)) * ldc + jc + (jr), \
@@ -147,7 +147,7 @@ static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, int transA, 
                 pack_panels(g, pack, transA, A, lda, ic, pc, mc, kc, MR, apack);
                 for (int jc = c0; jc < c1; jc += NC) {
                     const int nc = GEMM_MIN(NC, c1 - jc);
-                    pack_panels(g, pack, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
+                    pack_panels(g, pack_b, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
                     for (int ir = 0; ir < mc; ir += MR)
                         for (int jr = 0; jr < nc; jr += NR) GEMM_TILE(ir, jr);
                 }
@@ -162,7 +162,7 @@ static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, int transA, 
             const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
             const float bt = pc == 0 ? beta : 1.0f;
             const float *bs = pc == 0 ? bias : NULL;
-            pack_panels(g, pack, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
+            pack_panels(g, pack_b, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
             for (int ic = r0; ic < r1; ic += MC) {
                 const int mc = GEMM_MIN(MC, r1 - ic);
                 pack_panels(g, pack, transA, A, lda, ic, pc, mc, kc, MR, apack);
@@ -221,6 +221,7 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
         return;
     }
     gptc_gemm_pack pack = g->pack ? g->pack : gptc_gemm_pack_portable;
+    gptc_gemm_pack pack_b = g->pack_b ? g->pack_b : pack;
     const gemm_split s = split_for(g, M, N, K, omp_get_max_threads());
 
 #pragma omp parallel num_threads(s.nt)
@@ -231,7 +232,10 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
             gptc_prof_begin(GPTC_PROF_THREAD, "gemm.thread", -1); /* this thread's block, without the end's wait */
             char *apack = (char *)gptc_workspace_get(&tl_apack, apack_floats(g, K, r0, r1));
             char *bpack = (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, c0, c1));
-            gemm_block(g, pack, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack);
+            if (g->thread_begin) g->thread_begin();
+            gemm_block(g, pack, pack_b, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack,
+                       bpack);
+            if (g->thread_end) g->thread_end();
             gptc_prof_end(2.0 * (r1 - r0) * (c1 - c0) * K, 0);
         }
     }

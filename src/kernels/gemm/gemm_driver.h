@@ -10,7 +10,10 @@
  * and kcp = kc rounded up to a multiple of s: element (i, k) of micro-panel p sits at element
  *   out[p*r*kcp + (k/s)*r*s + i*s + k%s]
  * (elements of esize bytes). s = 1 (fp32): k-major, a[k*r + i]. s = 2 (bf16): per k pair, r 32-bit
- * words, word i holding (k, k+1) of row i — the operand layout of vdpbf16ps. Rows past m and depths
+ * words, word i holding (k, k+1) of row i — the operand layout of vdpbf16ps. s = 32 (bf16, AMX's A):
+ * per block of 32 k, r rows of 64 bytes, row i holding its 32 consecutive k values — a row of
+ * tdpbf16ps's first tile. (AMX's B, through pack_b below, is the s = 2 layout with kcp a multiple
+ * of 32: 16 k pairs x 16 columns are one tile of tdpbf16ps's second source.) Rows past m and depths
  * past kc are zero. Panels are 64-byte aligned. */
 
 /* Microkernel: c (m,n) = beta*c + a_panel (mr,kc) b_panel (kc,nr) [+ bias (n) on every row] for
@@ -40,11 +43,19 @@ typedef struct gptc_gemm_isa {
     int mc, kc, nc;         /* cache blocking: A block mc x kc, B panel kc x nc (where each lives: order) */
     int order;              /* GPTC_GEMM_B_IN_L1 or GPTC_GEMM_A_IN_L1 */
     int esize;              /* bytes per packed element: 4 (fp32) or 2 (bf16) */
-    int kstep;              /* k granularity s of the packed layout: 1, or 2 (bf16 k pairs) */
+    int kstep;              /* k granularity s of the packed layout: 1, 2 (bf16 k pairs) or 32 (AMX A
+                             * rows of 32 k values); kcp = kc rounded up to it for both operands */
     int round_bf16;         /* 1: every packed value is rounded to bf16 (RNE) after packing, so an fp32
                              * kernel computes gemm_bf16 exactly (products of bf16 values are exact) */
     gptc_gemm_ukernel kernel;
     gptc_gemm_pack pack;    /* may be NULL (fp32 layout only) */
+    /* NULL: B is packed by pack too. Else B's packer, whose micro-panels keep the size above (nr x kcp
+     * elements) but may order them their own way (AMX: B in k pairs while A is in runs of 32 k). */
+    gptc_gemm_pack pack_b;
+    /* NULL, or called by every thread of a call before its first microkernel and after its last (AMX:
+     * load the tile configuration, release the tiles), for per-thread state the kernel relies on. */
+    void (*thread_begin)(void);
+    void (*thread_end)(void);
 } gptc_gemm_isa;
 
 /* The gemm contract of kernels.h (C (M,N) = beta*C + op(A) op(B) [+ bias], row-major) on top of isa.
