@@ -127,7 +127,7 @@ fixtures: setup
 bench: setup
 	@sh tools/setup.sh --bench
 	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/bench_gemm $(BUILD)/bench_attention $(BUILD)/bench_tokenizer
-	LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp $(BUILD)/bench_gemm
+	sh bench/gemm.sh
 	$(BUILD)/bench_attention
 	sh bench/train_e2e.sh
 

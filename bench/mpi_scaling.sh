@@ -12,6 +12,7 @@ GB=${GB:-4}; T=${T:-64}; STEPS=${STEPS:-6}; THREADS=${THREADS:-2}; RUNS=${RUNS:-
 make -s build/gptc >/dev/null
 command -v mpirun >/dev/null || { echo "mpi_scaling: mpirun not found; run sh tools/setup.sh" >&2; exit 1; }
 . bench/lib.sh
+bench_data
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mpi_scaling.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

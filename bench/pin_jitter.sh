@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 MODEL=${MODEL:-gpt2}; B=${B:-4}; T=${T:-64}; STEPS=${STEPS:-30}; THREADS=${THREADS:-2}; RUNS=${RUNS:-3}
 make -s build/gptc >/dev/null
 . bench/lib.sh
+bench_data
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pin_jitter.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 

@@ -11,6 +11,7 @@ MODEL=${MODEL:-gpt2}; B=${B:-4}; T=${T:-64}; STEPS=${STEPS:-8}; THREADS=${THREAD
 make -s build/gptc >/dev/null
 make -s BUILD=build-noprof EXTRA_CFLAGS=-DGPTC_PROFILE_COMPILED_OUT build-noprof/gptc >/dev/null
 . bench/lib.sh
+bench_data
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/profile_cost.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 

@@ -4,20 +4,31 @@
 # in fp32 and under torch.autocast('cpu', dtype=torch.bfloat16) (its matmuls through oneDNN's
 # AVX512_BF16 kernels), at B=4 and T in $TS (default 256) on $THREADS threads. Prints a Markdown
 # table with tokens/s, the ratios, and MFU against the fp32 and bf16 peaks gptc measures in the
-# same run (PaLM's FLOP convention, see gptc_model_flops_per_token). PyTorch runs on Debian's
-# OpenMP OpenBLAS (its fp32 matmuls). Settings: THREADS (2), STEPS (5), TS ("256"), RUNS (1).
+# same run (PaLM's FLOP convention, see gptc_model_flops_per_token). PyTorch runs in its strongest
+# configuration (bench/lib.sh's peer_run: tcmalloc preloaded, Debian's OpenMP OpenBLAS for its fp32
+# matmuls with OPENBLAS_CORETYPE=SkylakeX where the CPU has AVX-512, OMP_NUM_THREADS=THREADS pinned
+# one per core), gptc with --threads THREADS --pin; both configurations are printed first.
+# Settings, from the environment or NAME=VALUE arguments (arguments win): THREADS (2), STEPS (5),
+# TS ("256"), RUNS (1).
 set -e
+for arg in "$@"; do
+    case "$arg" in
+        THREADS=*) THREADS=${arg#*=} ;;
+        STEPS=*) STEPS=${arg#*=} ;;
+        TS=*) TS=${arg#*=} ;;
+        RUNS=*) RUNS=${arg#*=} ;;
+        *) echo "train_bf16: unknown argument '$arg' (expected THREADS=, STEPS=, TS=, RUNS=)" >&2; exit 2 ;;
+    esac
+done
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
 STEPS=${STEPS:-5}
 TS=${TS:-256}
 RUNS=${RUNS:-1}
 GPTC=build/gptc
-DATA=build/data/shakespeare-gpt2
-BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
 [ -x "$GPTC" ] || { echo "train_bf16: $GPTC not found; run make first" >&2; exit 1; }
-[ -f "$BLAS/libblas.so.3" ] || { echo "train_bf16: $BLAS missing; run sh tools/setup.sh --bench" >&2; exit 1; }
-[ -f "$DATA/meta.json" ] || "$GPTC" prepare --tokenizer gpt2 data/tinyshakespeare.txt --out "$DATA" >/dev/null
+. bench/lib.sh
+bench_data
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train_bf16.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
@@ -27,14 +38,20 @@ field() { # the number before word $2 on the last line of $1 matching $3
 peak() { # the number after "peak" on the summary line of $1
     awk '/measured/ && /peak/ { for (i = 1; i < NF; i++) if ($i == "peak") v = $(i + 1) } END { print v }' "$1"
 }
-gptc_run() { # dtype T log
-    "$GPTC" train --model gpt2 --data "$DATA" --batch 4 --seq "$2" --steps "$STEPS" --threads "$THREADS" \
-        --dtype "$1" --eval-every 0 --eval-batches 1 --lr 1e-4 --quiet >"$3" 2>&1 || { cat "$3" >&2; exit 1; }
+gptc_run() { # dtype T log: pinned, without OMP_PROC_BIND/OMP_PLACES (see bench/lib.sh)
+    env -u OMP_PROC_BIND -u OMP_PLACES "$GPTC" train --model gpt2 --data "$DATA" --batch 4 --seq "$2" --steps "$STEPS" \
+        --threads "$THREADS" --pin --dtype "$1" --eval-every 0 --eval-batches 1 --lr 1e-4 --quiet >"$3" 2>&1 ||
+        { cat "$3" >&2; exit 1; }
 }
 torch_run() { # dtype T log
-    LD_LIBRARY_PATH="$BLAS" /usr/bin/python3 bench/torch_train_bench.py --batch 4 --seq "$2" --threads "$THREADS" \
+    peer_run /usr/bin/python3 bench/torch_train_bench.py --batch 4 --seq "$2" --threads "$THREADS" \
         --steps "$STEPS" --dtype "$1" >"$3" 2>&1 || { cat "$3" >&2; exit 1; }
 }
+
+peer_setup "$THREADS" >"$tmp/peer.txt" || exit 1
+echo "- gptc: $GPTC train --threads $THREADS --pin (one thread per core; OMP_PROC_BIND/OMP_PLACES unset)"
+echo "- PyTorch $(sed 's/^peer: //' "$tmp/peer.txt")"
+echo
 
 echo "| T | run | gptc fp32 tokens/s | gptc bf16 tokens/s | PyTorch fp32 tokens/s | PyTorch bf16 tokens/s | gptc bf16 / gptc fp32 | gptc bf16 / PyTorch bf16 | gptc bf16 MFU (bf16 peak) | PyTorch bf16 MFU (bf16 peak) | gptc fp32 MFU (fp32 peak) |"
 echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -45,6 +62,7 @@ for T in $TS; do
         gptc_run bf16 "$T" "$tmp/g16.log"
         torch_run fp32 "$T" "$tmp/t32.log"
         torch_run bf16 "$T" "$tmp/t16.log"
+        grep '^config:' "$tmp/t16.log" >"$tmp/torch-config-$T.txt"
         g32=$(field "$tmp/g32.log" "tokens/s" "train: median")
         g16=$(field "$tmp/g16.log" "tokens/s" "train: median")
         t32=$(field "$tmp/t32.log" "tokens/s" "torch: median")
@@ -62,3 +80,5 @@ for T in $TS; do
 done
 echo
 echo "B=4, $THREADS threads; median step of $STEPS steps; peaks measured by gptc's FMA and vdpbf16ps probes in the same run."
+echo "What PyTorch got (bench/torch_train_bench.py, its last bf16 run), per T:"
+for T in $TS; do echo "- T=$T: $(sed 's/^config: //' "$tmp/torch-config-$T.txt")"; done

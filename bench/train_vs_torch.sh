@@ -1,8 +1,9 @@
 #!/bin/sh
 # train_vs_torch.sh — compares training throughput of gptc and PyTorch (bench/torch_train_bench.py)
-# on GPT-2 124M at the same shapes, in one invocation: runs `build/gptc train` on the GPT-2 BPE
-# tiny Shakespeare data (preparing it first if needed), then the PyTorch benchmark, then prints
-# both tokens/s and the ratio gptc/torch.
+# on GPT-2 124M at the same shapes, in one invocation: runs `build/gptc train --pin` on the GPT-2 BPE
+# tiny Shakespeare data (preparing it first if needed), then the PyTorch benchmark in its strongest
+# configuration (bench/lib.sh's peer_run: tcmalloc, OpenBLAS's OpenMP build, AVX-512 kernels where
+# the CPU has them, pinned threads; printed first), then prints both tokens/s and the ratio gptc/torch.
 # Settings come from the environment or NAME=VALUE arguments (arguments win):
 #   B (4)  T (64)  THREADS (2)  STEPS (10)  PYTHON (/usr/bin/python3)
 #   e.g.  sh bench/train_vs_torch.sh B=8 T=128 THREADS=4
@@ -16,7 +17,7 @@ for arg in "$@"; do
         THREADS=*) THREADS=${arg#THREADS=} ;;
         STEPS=*) STEPS=${arg#STEPS=} ;;
         PYTHON=*) PYTHON=${arg#PYTHON=} ;;
-        -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "train_vs_torch: unknown argument '$arg' (expected B=, T=, THREADS=, STEPS=, PYTHON=)" >&2; exit 2 ;;
     esac
 done
@@ -39,7 +40,7 @@ done
 
 cd "$(dirname "$0")/.."
 GPTC=build/gptc
-DATA=build/data/shakespeare-gpt2
+. bench/lib.sh
 if [ ! -x "$GPTC" ]; then
     echo "train_vs_torch: $GPTC not found; build it first (make, or make bench)" >&2
     exit 1
@@ -71,12 +72,13 @@ if [ ! -f "$DATA/meta.json" ]; then
     "$GPTC" prepare --tokenizer gpt2 data/tinyshakespeare.txt --out "$DATA"
 fi
 
-echo "== gptc: B=$B T=$T threads=$THREADS steps=$STEPS"
-run_logged "$tmp/gptc.log" "$GPTC" train --model gpt2 --data "$DATA" --batch "$B" --seq "$T" \
-    --steps "$STEPS" --threads "$THREADS" --eval-every 0 --eval-batches 1 --lr 1e-4 --quiet
+echo "== gptc: B=$B T=$T threads=$THREADS steps=$STEPS, --pin (OMP_PROC_BIND/OMP_PLACES unset: see bench/lib.sh)"
+run_logged "$tmp/gptc.log" env -u OMP_PROC_BIND -u OMP_PLACES "$GPTC" train --model gpt2 --data "$DATA" \
+    --batch "$B" --seq "$T" --steps "$STEPS" --threads "$THREADS" --pin --eval-every 0 --eval-batches 1 --lr 1e-4 --quiet
 
 echo "== torch: B=$B T=$T threads=$THREADS steps=$STEPS"
-run_logged "$tmp/torch.log" "$PYTHON" bench/torch_train_bench.py --batch "$B" --seq "$T" \
+peer_setup "$THREADS" || exit 1
+run_logged "$tmp/torch.log" peer_run "$PYTHON" bench/torch_train_bench.py --batch "$B" --seq "$T" \
     --threads "$THREADS" --steps "$STEPS"
 
 g=$(tokens_per_s "train: median" "$tmp/gptc.log") || {

@@ -3,7 +3,9 @@
 # root, otherwise it prints the exact command and fails. Open MPI is part of the base set: the
 # data-parallel build and its mpirun tests need it (`make MPI=0` builds without); iproute2 makes the
 # network namespaces of tests/mpi/two_hosts.sh. `--torch` adds what `make fixtures` and
-# the PyTorch benchmark need; `--bench` what the kernel benchmarks link against (OpenBLAS); `--node` what the tokenizer fixtures and the tiktoken benchmark need;
+# the PyTorch benchmark need; `--bench` what the benchmarks need: OpenBLAS (both builds; the OpenMP
+# one is the peer bench/lib.sh configures), PyTorch, and libtcmalloc-minimal4, the allocator bench/lib.sh
+# preloads into PyTorch (its strongest configuration); `--node` what the tokenizer fixtures and the tiktoken benchmark need;
 # `--browser` Debian's chromium, for the headless screenshot of `gptc report`'s page in the tests
 # (about 20 s and 130 MB to download, 440 MB on disk; `make test` asks for it and goes on without it).
 # `--fuzz` what `make fuzz` needs: clang-14, libclang-rt-14-dev (on Debian 12 it ships libFuzzer as
@@ -21,7 +23,7 @@ need="gcc make libc6-dev libcjson-dev libpcre2-dev openmpi-bin libopenmpi-dev ip
 [ "$1" = "--browser" ] && need="$need chromium"
 [ "$1" = "--fuzz" ] && need="$need clang-14 libclang-rt-14-dev libomp-14-dev"
 [ "$1" = "--aarch64" ] && need="$need gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static libpcre2-dev:arm64 libcjson-dev:arm64 libgomp1:arm64"
-[ "$1" = "--bench" ] && need="$need libopenblas-dev libopenblas0-openmp libopenblas0-pthread python3-torch python3-numpy"
+[ "$1" = "--bench" ] && need="$need libopenblas-dev libopenblas0-openmp libopenblas0-pthread python3-torch python3-numpy libtcmalloc-minimal4"
 # node and npm may come from another packaging of Node.js; only install Debian's when absent
 if [ "$1" = "--node" ] && ! { command -v node && command -v npm; } >/dev/null; then need="$need nodejs npm"; fi
 missing=""
