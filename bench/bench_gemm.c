@@ -185,11 +185,15 @@ int main(int argc, char **argv) {
                 openblas_get_corename());
         return 1;
     }
-    double peak[8], bpeak[8]; /* bpeak 0: no AVX512_BF16 */
-    printf("gptc: gemm %s; peaks measured per thread count:", best->variant);
+    /* gemm_bf16's peak is that of the instruction it runs: vdpbf16ps / tdpbf16ps on bf16 pairs, or fp32
+     * FMAs on bf16-rounded operands (no AVX512_BF16, or an Intel core without AMX) */
+    const bool pairs = gptc_gemm_bf16_uses_dpbf16();
+    double peak[8], bpeak[8];
+    printf("gptc: gemm %s; gemm_bf16 on %s; peaks measured per thread count:", best->variant,
+           pairs ? gptc_peak_bf16_kind() : "fp32 FMAs (bf16-rounded operands)");
     for (int t = 0; t < nth; t++) {
         peak[t] = gptc_peak_gflops(ths[t]);
-        bpeak[t] = gptc_peak_bf16_gflops(ths[t]);
+        bpeak[t] = pairs ? gptc_peak_bf16_gflops(ths[t]) : peak[t];
         printf(" %d thread%s fp32 %.0f, bf16 %.0f GFLOP/s%s", ths[t], ths[t] > 1 ? "s" : "", peak[t], bpeak[t],
                t + 1 < nth ? ";" : "\n");
     }
