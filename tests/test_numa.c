@@ -73,3 +73,16 @@ TEST(numa_train_gives_the_same_bits) {
     CHECK_MSG(strcmp(plain, placed) == 0, "--numa changed the losses:\n%s\nvs\n%s", plain, placed);
     free(plain), free(placed);
 }
+
+/* libgomp binds the main thread to one core when OMP_PROC_BIND / OMP_PLACES are set, before gptc reads
+ * its affinity: --pin and --numa would put every thread on that core, so they are refused, naming both */
+TEST(numa_and_pin_refused_beside_omp_proc_bind) {
+    const char *flags[] = {"--pin", "--numa"};
+    for (int i = 0; i < 2; i++) {
+        test_cli_result r = test_cli("OMP_PROC_BIND=close", "train --model tiny --data %s --steps 1 --threads 2 %s",
+                                     test_shakespeare_data(), flags[i]);
+        CHECK_MSG(r.rc == 2 && strstr(r.err, "OMP_PROC_BIND") && strstr(r.err, flags[i]) && test_count_lines(r.err) == 1,
+                  "%s with OMP_PROC_BIND: rc %d, %s", flags[i], r.rc, r.err);
+        test_cli_free(&r);
+    }
+}

@@ -256,6 +256,11 @@ static bool settle(train_cli *c, const bool *given) {
     /* a rank that stops without dying must not hang the others (see src/dist/watchdog.c) */
     if (gptc_dist_set_comm_timeout(c->comm_timeout)) return false;
     if (c->numa) c->pin = 1; /* first touch places pages by the thread that writes them: keep threads put */
+    const char *bind = getenv("OMP_PROC_BIND"), *places = getenv("OMP_PLACES");
+    if (c->pin && ((bind && *bind) || (places && *places)))
+        return gptc_fail(GPTC_ERR_ARG, "--%s: OMP_PROC_BIND / OMP_PLACES are set, and libgomp has already bound the "
+                                       "main thread to one core, so every thread would pin there; unset them or drop --%s",
+                         c->numa ? "numa" : "pin", c->numa ? "numa" : "pin"), false;
     if (c->pin && gptc_dist_world() > 1)
         return gptc_fail(GPTC_ERR_ARG, "--pin: under mpirun the ranks of a host would pin to the same cores; let mpirun "
                                        "place them instead (mpirun --bind-to core --map-by slot:PE=THREADS ...)"), false;
