@@ -10,7 +10,9 @@
  * wants the logits uses): separate bias, residual and LayerNorm kernels and the whole (B,T,Vp) logits
  * kept after the forward. Either way, m->recompute (gpt2.h, gptc_acts) drops activations after the
  * forward; the backward reruns the forward's code for them (recompute_layer), so every level gives
- * the same bits. */
+ * the same bits. Under bf16 storage (gpt2.h gptc_acts.act16) the LayerNorm outputs, the GELU output and
+ * the flash attention's atty are bf16 arrays: their producers and the GEMMs that read them take the
+ * flags a->act16 / a->atty16 (backend/ops.h), the step's bits being those of fp32 storage. */
 #include "model/gpt2.h"
 
 /* ---- dropout sites: each has its own stream of the step's seed (kernels/dropout.h) */
