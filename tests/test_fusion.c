@@ -92,8 +92,8 @@ TEST(fusion_logits_memory) {
         int b = bt ? 8 : 4, t = bt ? 1024 : 256;
         size_t BT = (size_t)b * t;
         size_t ua, ud, fa, fd;
-        gptc_model_act_bytes(&gpt2, b, t, false, false, GPTC_RECOMPUTE_NONE, &ua, &ud);
-        gptc_model_act_bytes(&gpt2, b, t, false, true, GPTC_RECOMPUTE_NONE, &fa, &fd);
+        gptc_model_act_bytes(&gpt2, b, t, false, false, GPTC_RECOMPUTE_NONE, GPTC_PRECISION_FP32, &ua, &ud);
+        gptc_model_act_bytes(&gpt2, b, t, false, true, GPTC_RECOMPUTE_NONE, GPTC_PRECISION_FP32, &fa, &fd);
         size_t unfused = ua + ud, fused = fa + fd;
         size_t want = (2 * BT - GPTC_CLASSIFIER_CHUNK) * Vp * sizeof(float);
         CHECK_MSG(unfused - fused == want, "B=%d T=%d: saved %zu bytes, want %zu", b, t, unfused - fused, want);

@@ -127,7 +127,7 @@ TEST(model_gelu_forms_forward) {
         for (int l = 0; l < cfg.layers; l++)
             for (size_t i = 0; i < n; i++) {
                 double x = m.a.fch[l][i], want = gelu_ref(cfg.gelu, x);
-                double e = fabs(m.a.fch_gelu[l][i] - want) / fmax(1.0, fabs(want));
+                double e = fabs(((const float *)m.a.fch_gelu[l])[i] - want) / fmax(1.0, fabs(want));
                 if (e > worst) worst = e;
                 if (fabs(x) > spread) spread = fabs(x);
             }

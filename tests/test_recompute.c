@@ -146,7 +146,7 @@ TEST(recompute_memory_shrinks) {
             size_t prev = 0;
             for (int rc = GPTC_RECOMPUTE_NONE; rc <= GPTC_RECOMPUTE_BLOCK; rc++) {
                 size_t acts, dacts;
-                gptc_model_act_bytes(&gpt2, b, t, naive, fuse, (gptc_recompute)rc, &acts, &dacts);
+                gptc_model_act_bytes(&gpt2, b, t, naive, fuse, (gptc_recompute)rc, GPTC_PRECISION_FP32, &acts, &dacts);
                 size_t total = acts + dacts;
                 if (rc > GPTC_RECOMPUTE_NONE)
                     CHECK_MSG(total < prev, "%s %s: recompute %s plans %zu bytes, not less than %zu", naive ? "naive" : "flash",
@@ -162,7 +162,7 @@ TEST(recompute_memory_shrinks) {
     m.recompute = GPTC_RECOMPUTE_BLOCK;
     CHECK_OK(gptc_model_alloc_train(&m, B, T));
     size_t acts, dacts;
-    gptc_model_act_bytes(&k_cfg, B, T, false, false, GPTC_RECOMPUTE_BLOCK, &acts, &dacts);
+    gptc_model_act_bytes(&k_cfg, B, T, false, false, GPTC_RECOMPUTE_BLOCK, GPTC_PRECISION_FP32, &acts, &dacts);
     CHECK_EQ_INT(m.act_floats * sizeof(float), acts);
     CHECK_EQ_INT(m.dact_floats * sizeof(float), dacts);
     /* the dropped tensors are one buffer for all layers */

@@ -62,6 +62,30 @@ void gptc_amx_soft_gemm_bf16(int transA, int transB, int M, int N, int K, const 
                              int ldb, float beta, const float *bias, float *C, int ldc) {
     absent(__func__);
 }
+void gptc_avx512_gemm_bf16_dp_in16(int transA, int transB, int M, int N, int K, const void *A, int lda,
+                                   const void *B, int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
+    absent(__func__);
+}
+void gptc_avx512_gemm_bf16_emulated_in16(int transA, int transB, int M, int N, int K, const void *A, int lda,
+                                         const void *B, int ldb, int in16, float beta, const float *bias, float *C,
+                                         int ldc) {
+    absent(__func__);
+}
+void gptc_avx512_gemm_pack16(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
+    absent(__func__);
+}
+void gptc_avx512_gemm_pack16_bf16(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r,
+                                  void *out) {
+    absent(__func__);
+}
+float gptc_amx_bf16_probe(long iters) {
+    absent(__func__);
+    return 0;
+}
+void gptc_amx_soft_gemm_bf16_in16(int transA, int transB, int M, int N, int K, const void *A, int lda, const void *B,
+                                  int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
+    absent(__func__);
+}
 #else
 typedef int gptc_x86_absent_unused; /* x86: the real kernels are linked; ISO C wants a declaration */
 #endif

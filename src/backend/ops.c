@@ -7,9 +7,11 @@
  * Bytes: each operand read once and each result written once (accumulated results read and written),
  * what the operator must move at the least: caches and the GEMM's repeated panel reads make the real
  * traffic differ. The A and B operands of a GEMM count at the element size the multiply uses (2 bytes
- * in bf16, whose kernels round fp32 arrays to bf16 while packing); everything else is fp32 (the
- * attention too, whatever the dtype). */
+ * in bf16, whose kernels round fp32 arrays to bf16 while packing); the activations stored in bf16
+ * (ops.h: out16) count 2 bytes where they are written; everything else is fp32 (the attention too,
+ * whatever the dtype). */
 #include "backend/backend.h"
+#include "core/core.h"
 #include "kernels/gelu.h"
 
 #define EW_LN_FWD 8 /* mean, variance, normalise, scale and shift */
@@ -31,6 +33,20 @@ static double gemm_flops(double M, double N, double K) { return 2 * M * N * K; }
 static double gemm_bytes(const gptc_backend *be, double M, double N, double K, bool accumulate, bool bias) {
     double e = be->bf16 ? 2 : F32;
     return e * (M * K + K * N) + F32 * M * N * (accumulate ? 2 : 1) + (bias ? F32 * N : 0);
+}
+
+/* bytes of an activation element as stored: 2 for the bf16 ones */
+static double act_bytes(bool b16) { return b16 ? 2.0 : F32; }
+
+/* One product on the bound precision: operands marked in16 through gemm_bf16_in16 */
+static void run_gemm(const gptc_backend *be, int transA, int transB, int M, int N, int K, const void *A, int lda,
+                     const void *B, int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
+    if (in16) {
+        GPTC_ASSERT(be->bf16);
+        be->k->gemm_bf16_in16(transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
+    } else {
+        be->gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
+    }
 }
 
 /* B*NH*HS * T(T+1)/2 query-key pairs x 2: the causal half's products, C = NH*HS */
@@ -72,26 +88,32 @@ void gptc_be_encoder_bwd(const gptc_backend *be, const char *site, float *dwte, 
     gptc_prof_end(2.0 * btc, F32 * 5.0 * btc + sizeof(int) * BT);
 }
 
-void gptc_be_layernorm_fwd(const gptc_backend *be, const char *site, int l, float *out, float *mean, float *rstd,
-                           const float *inp, const float *w, const float *b, int N, int C) {
-    gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(layernorm_fwd), site), l);
-    be->k->layernorm_fwd(out, mean, rstd, inp, w, b, N, C);
-    gptc_prof_end(EW_LN_FWD * (double)N * C, F32 * (2.0 * N * C + 2.0 * N + 2.0 * C));
+void gptc_be_layernorm_fwd(const gptc_backend *be, const char *site, int l, void *out, bool out16, float *mean,
+                           float *rstd, const float *inp, const float *w, const float *b, int N, int C) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, out16 ? SLOT(layernorm_fwd_bf16) : SLOT(layernorm_fwd), site), l);
+    if (out16) be->k->layernorm_fwd_bf16(out, mean, rstd, inp, w, b, N, C);
+    else be->k->layernorm_fwd(out, mean, rstd, inp, w, b, N, C);
+    double nc = (double)N * C;
+    gptc_prof_end(EW_LN_FWD * nc, (F32 + act_bytes(out16)) * nc + F32 * (2.0 * N + 2.0 * C));
 }
 
-void gptc_be_residual_layernorm_fwd(const gptc_backend *be, const char *site, int l, float *res, float *out,
-                                    float *mean, float *rstd, const float *a, const float *b, const float *w,
-                                    const float *bias, int N, int C) {
-    gptc_prof_begin(GPTC_PROF_FWD,
-                    be->fuse ? span(be, SLOT(residual_layernorm_fwd), site) : span(be, SLOT(layernorm_fwd), site), l);
-    if (be->fuse) {
+void gptc_be_residual_layernorm_fwd(const gptc_backend *be, const char *site, int l, float *res, void *out,
+                                    bool out16, float *mean, float *rstd, const float *a, const float *b,
+                                    const float *w, const float *bias, int N, int C) {
+    size_t slot = be->fuse ? (out16 ? SLOT(residual_layernorm_fwd_bf16) : SLOT(residual_layernorm_fwd))
+                           : (out16 ? SLOT(layernorm_fwd_bf16) : SLOT(layernorm_fwd));
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, slot, site), l);
+    if (be->fuse && out16) {
+        be->k->residual_layernorm_fwd_bf16(res, out, mean, rstd, a, b, w, bias, N, C);
+    } else if (be->fuse) {
         be->k->residual_layernorm_fwd(res, out, mean, rstd, a, b, w, bias, N, C);
     } else {
         be->k->residual_fwd(res, a, b, (size_t)N * C);
-        be->k->layernorm_fwd(out, mean, rstd, res, w, bias, N, C);
+        if (out16) be->k->layernorm_fwd_bf16(out, mean, rstd, res, w, bias, N, C);
+        else be->k->layernorm_fwd(out, mean, rstd, res, w, bias, N, C);
     }
     double nc = (double)N * C;
-    gptc_prof_end((EW_LN_FWD + 1) * nc, F32 * (4 * nc + 2.0 * N + 2.0 * C));
+    gptc_prof_end((EW_LN_FWD + 1) * nc, (3 * F32 + act_bytes(out16)) * nc + F32 * (2.0 * N + 2.0 * C));
 }
 
 void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, int l, float *dinp, float *dw,
@@ -110,28 +132,29 @@ void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, in
     gptc_prof_end(EW_LN_BWD * nc, F32 * ((dskip ? 4 : 3) * nc + 2.0 * N + 5.0 * C));
 }
 
-void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const float *inp,
+void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const void *inp, bool inp16,
                         const float *w, const float *b, int N, int IC, int OC) {
-    gptc_prof_begin(GPTC_PROF_FWD, span(be, be->gemm_slot, site), l);
-    be->gemm(0, 0, N, OC, IC, inp, IC, w, OC, 0.0f, be->fuse ? b : NULL, out, OC);
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, inp16 ? SLOT(gemm_bf16_in16) : be->gemm_slot, site), l);
+    run_gemm(be, 0, 0, N, OC, IC, inp, IC, w, OC, inp16 ? GPTC_GEMM_A16 : 0, 0.0f, be->fuse ? b : NULL, out, OC);
     if (!be->fuse) be->k->bias_fwd(out, b, N, OC);
     gptc_prof_end(gemm_flops(N, OC, IC) + (double)N * OC, gemm_bytes(be, N, OC, IC, !be->fuse, true));
 }
 
 void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float *db,
-                        const float *dout, const float *inp, const float *w, int N, int IC, int OC) {
-    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 1, N, IC, OC, dout, OC, w, OC, 0.0f, NULL, dinp, IC);
-    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC, 1.0f, NULL, dw, OC);
+                        const float *dout, const void *inp, bool inp16, const float *w, int N, int IC, int OC) {
+    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 1, N, IC, OC, dout, OC, w, OC, 0, 0.0f, NULL, dinp, IC);
+    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC, inp16 ? GPTC_GEMM_A16 : 0, 1.0f,
+                 NULL, dw, OC);
     gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(bias_bwd), sites.db), l);
     be->k->bias_bwd(db, dout, N, OC);
     gptc_prof_end((double)N * OC, F32 * ((double)N * OC + 2.0 * OC));
 }
 
 void gptc_be_gemm(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB, int M,
-                  int N, int K, const float *A, int lda, const float *B, int ldb, float beta, const float *bias,
-                  float *C, int ldc) {
-    gptc_prof_begin(cat, span(be, be->gemm_slot, site), l);
-    be->gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
+                  int N, int K, const void *A, int lda, const void *B, int ldb, int in16, float beta,
+                  const float *bias, float *C, int ldc) {
+    gptc_prof_begin(cat, span(be, in16 ? SLOT(gemm_bf16_in16) : be->gemm_slot, site), l);
+    run_gemm(be, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
     gptc_prof_end(gemm_flops(M, N, K) + (bias ? (double)M * N : 0), gemm_bytes(be, M, N, K, beta != 0, bias != NULL));
 }
 
@@ -158,11 +181,12 @@ void gptc_be_qkv_to_heads(const gptc_backend *be, const char *site, int l, float
     gptc_prof_end(0, F32 * 6 * ((double)B * T * C));
 }
 
-void gptc_be_heads_to_rows(const gptc_backend *be, const char *site, int l, float *out, const float *o, int B, int T,
-                           int C, int NH) {
-    gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(heads_to_rows), site), l);
-    be->k->heads_to_rows(out, o, B, T, C, NH);
-    gptc_prof_end(0, F32 * 2 * ((double)B * T * C));
+void gptc_be_heads_to_rows(const gptc_backend *be, const char *site, int l, void *out, bool out16, const float *o,
+                           int B, int T, int C, int NH) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, out16 ? SLOT(heads_to_rows_bf16) : SLOT(heads_to_rows), site), l);
+    if (out16) be->k->heads_to_rows_bf16(out, o, B, T, C, NH);
+    else be->k->heads_to_rows(out, o, B, T, C, NH);
+    gptc_prof_end(0, (F32 + act_bytes(out16)) * ((double)B * T * C));
 }
 
 void gptc_be_rows_to_heads(const gptc_backend *be, const char *site, int l, float *dheads, const float *drows, int B,
@@ -199,11 +223,12 @@ void gptc_be_flash_bwd(const gptc_backend *be, const char *site, int l, float *d
     gptc_prof_end(5 * causal_pairs(B, T, C), F32 * (11.0 * btc + (double)B * NH * T));
 }
 
-void gptc_be_gelu_fwd(const gptc_backend *be, const char *site, int l, gptc_gelu_kind f, float *out, const float *inp,
-                      size_t n) {
-    gptc_prof_begin(GPTC_PROF_FWD, span(be, gptc_gelu_fwd_slot(f), site), l);
-    gptc_gelu_fwd_entry(be->k, f)(out, inp, n);
-    gptc_prof_end(EW_GELU_FWD * (double)n, F32 * 2 * (double)n);
+void gptc_be_gelu_fwd(const gptc_backend *be, const char *site, int l, gptc_gelu_kind f, void *out, bool out16,
+                      const float *inp, size_t n) {
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, out16 ? gptc_gelu_fwd_bf16_slot(f) : gptc_gelu_fwd_slot(f), site), l);
+    if (out16) gptc_gelu_fwd_bf16_entry(be->k, f)(out, inp, n);
+    else gptc_gelu_fwd_entry(be->k, f)(out, inp, n);
+    gptc_prof_end(EW_GELU_FWD * (double)n, (F32 + act_bytes(out16)) * (double)n);
 }
 
 void gptc_be_gelu_bwd(const gptc_backend *be, const char *site, int l, gptc_gelu_kind f, float *dinp,

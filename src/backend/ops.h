@@ -10,6 +10,7 @@
 #include "core/profile.h"
 #include "gptc.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,13 +38,17 @@ void gptc_be_encoder_fwd(const gptc_backend *be, const char *site, float *out, c
 void gptc_be_encoder_bwd(const gptc_backend *be, const char *site, float *dwte, float *dwpe, const float *dout,
                          const int *inp, int B, int T, int C);
 
+/* Outputs and operands marked 16 (out16, inp16, in16) are bf16 arrays (uint16_t) when the flag is set:
+ * the activations only bf16 GEMMs read (kernels.h, bf16 storage), written by the producers' _bf16
+ * entries and read by gemm_bf16_in16; a set flag needs a backend bound to bf16. */
+
 /* out (N,C) = LayerNorm(inp (N,C)) with w, b (C); mean, rstd (N) */
-void gptc_be_layernorm_fwd(const gptc_backend *be, const char *site, int l, float *out, float *mean, float *rstd,
-                           const float *inp, const float *w, const float *b, int N, int C);
+void gptc_be_layernorm_fwd(const gptc_backend *be, const char *site, int l, void *out, bool out16, float *mean,
+                           float *rstd, const float *inp, const float *w, const float *b, int N, int C);
 /* res (N,C) = a + b; out = LayerNorm(res) with w, bias; mean, rstd (N). Fused or as two kernels. */
-void gptc_be_residual_layernorm_fwd(const gptc_backend *be, const char *site, int l, float *res, float *out,
-                                    float *mean, float *rstd, const float *a, const float *b, const float *w,
-                                    const float *bias, int N, int C);
+void gptc_be_residual_layernorm_fwd(const gptc_backend *be, const char *site, int l, float *res, void *out,
+                                    bool out16, float *mean, float *rstd, const float *a, const float *b,
+                                    const float *w, const float *bias, int N, int C);
 /* dinp (N,C) = dskip (NULL: 0; may alias dinp) + LayerNorm backward of dout (OVERWRITES); dw, db (C) += */
 void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, int l, float *dinp, float *dw,
                                     float *db, const float *dskip, const float *dout, const float *inp, const float *w,
@@ -51,15 +56,16 @@ void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, in
 
 /* A linear layer: out (N,OC) = inp (N,IC) @ w (IC,OC) + b (OC) (the bias in the GEMM's epilogue when
  * fused, else its own pass) */
-void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const float *inp,
+void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const void *inp, bool inp16,
                         const float *w, const float *b, int N, int IC, int OC);
 /* its backward: dinp (N,IC) = dout @ w^T (OVERWRITES), dw (IC,OC) += inp^T dout, db (OC) += column sums */
 void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float *db,
-                        const float *dout, const float *inp, const float *w, int N, int IC, int OC);
-/* One product with the bound GEMM (the kernels.h contract), span category cat. */
+                        const float *dout, const void *inp, bool inp16, const float *w, int N, int IC, int OC);
+/* One product with the bound GEMM (the kernels.h contract), span category cat; in16 (GPTC_GEMM_A16,
+ * GPTC_GEMM_B16 bits) marks bf16 operands, 0 for fp32 ones. */
 void gptc_be_gemm(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB, int M,
-                  int N, int K, const float *A, int lda, const float *B, int ldb, float beta, const float *bias,
-                  float *C, int ldc);
+                  int N, int K, const void *A, int lda, const void *B, int ldb, int in16, float beta,
+                  const float *bias, float *C, int ldc);
 
 /* Materialised causal attention (--naive-attention): out (B,T,C), preatt, att (B,NH,T,T) from qkv (B,T,3C) */
 void gptc_be_attention_fwd(const gptc_backend *be, const char *site, int l, float *out, float *preatt, float *att,
@@ -71,8 +77,8 @@ void gptc_be_attention_bwd(const gptc_backend *be, const char *site, int l, floa
  * dheads (B,NH,T,HS) = drows (B,T,C); dqkv (B,T,3C) += dq, dk, dv */
 void gptc_be_qkv_to_heads(const gptc_backend *be, const char *site, int l, float *q, float *k, float *v,
                           const float *qkv, int B, int T, int C, int NH);
-void gptc_be_heads_to_rows(const gptc_backend *be, const char *site, int l, float *out, const float *o, int B, int T,
-                           int C, int NH);
+void gptc_be_heads_to_rows(const gptc_backend *be, const char *site, int l, void *out, bool out16, const float *o,
+                           int B, int T, int C, int NH);
 void gptc_be_rows_to_heads(const gptc_backend *be, const char *site, int l, float *dheads, const float *drows, int B,
                            int T, int C, int NH);
 void gptc_be_heads_to_qkv_grad(const gptc_backend *be, const char *site, int l, float *dqkv, const float *dq,
@@ -85,8 +91,8 @@ void gptc_be_flash_bwd(const gptc_backend *be, const char *site, int l, float *d
                        const float *lse, int B, int NH, int T, int HS, float dropout, uint64_t seed);
 
 /* GELU of form f: out (n) = gelu_f(inp); the backward dinp (n) += gelu_f'(inp) dout */
-void gptc_be_gelu_fwd(const gptc_backend *be, const char *site, int l, gptc_gelu_kind f, float *out, const float *inp,
-                      size_t n);
+void gptc_be_gelu_fwd(const gptc_backend *be, const char *site, int l, gptc_gelu_kind f, void *out, bool out16,
+                      const float *inp, size_t n);
 void gptc_be_gelu_bwd(const gptc_backend *be, const char *site, int l, gptc_gelu_kind f, float *dinp,
                       const float *inp, const float *dout, size_t n);
 

@@ -107,6 +107,8 @@ void gptc_heads_to_qkv_grad(float *dqkv, const float *dq, const float *dk, const
                             int NH);
 /* out (B,T,C) = o (B,NH,T,HS), heads side by side (overwrites) */
 void gptc_heads_to_rows(float *out, const float *o, int B, int T, int C, int NH);
+/* the same, each value rounded to bf16 (kernels.h heads_to_rows_bf16) */
+void gptc_heads_to_rows_bf16(uint16_t *out, const float *o, int B, int T, int C, int NH);
 /* dheads (B,NH,T,HS) = drows (B,T,C): the backward of gptc_heads_to_rows. It OVERWRITES: its output
  * is the do_ input of the flash backward, a fresh buffer, not a gradient that others add to. */
 void gptc_rows_to_heads(float *dheads, const float *drows, int B, int T, int C, int NH);

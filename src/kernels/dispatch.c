@@ -22,7 +22,8 @@ const gptc_kernel_op gptc_kernel_ops[] = {
     OP(layernorm_bwd_residual), OP(crossentropy_fused), OP(adamw), OP(flash_fwd), OP(flash_bwd), OP(flash_fwd_bf16),
     OP(flash_bwd_bf16), OP(gelu_erf_fwd), OP(gelu_erf_bwd), OP(gelu_sigmoid_fwd), OP(gelu_sigmoid_bwd),
     OP(qkv_to_heads), OP(heads_to_qkv_grad), OP(heads_to_rows), OP(rows_to_heads), OP(dropout), OP(zero),
-    OP(grad_sumsq),
+    OP(grad_sumsq), OP(layernorm_fwd_bf16), OP(residual_layernorm_fwd_bf16), OP(gelu_fwd_bf16),
+    OP(gelu_erf_fwd_bf16), OP(gelu_sigmoid_fwd_bf16), OP(heads_to_rows_bf16), OP(gemm_bf16_in16),
 };
 #undef OP
 const int gptc_kernel_nops = sizeof gptc_kernel_ops / sizeof gptc_kernel_ops[0];
@@ -115,7 +116,14 @@ static bool override_op(const char *item, size_t len, int best) {
         if (strcmp(name, gptc_kernel_ops[i].name) == 0) {
             copy_entry(&g_custom, t, gptc_kernel_ops[i].offset);
             if (strcmp(name, "gemm") == 0) g_custom.gemm_isa = t->gemm_isa;
-            if (strcmp(name, "gemm_bf16") == 0) g_custom.gemm_bf16_isa = t->gemm_bf16_isa;
+            if (strcmp(name, "gemm_bf16") == 0) { /* with its bf16-operand twin: one product, one blocking */
+                g_custom.gemm_bf16_isa = t->gemm_bf16_isa;
+                g_custom.gemm_bf16_in16 = t->gemm_bf16_in16;
+            }
+            if (strcmp(name, "gemm_bf16_in16") == 0) { /* and the reverse */
+                g_custom.gemm_bf16_isa = t->gemm_bf16_isa;
+                g_custom.gemm_bf16 = t->gemm_bf16;
+            }
             if (strcmp(name, "flash_fwd") == 0) g_custom.flash_scratch = t->flash_scratch;
             if (strcmp(name, "flash_fwd_bf16") == 0) g_custom.flash_scratch_bf16 = t->flash_scratch_bf16;
             return true;

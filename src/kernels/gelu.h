@@ -5,6 +5,7 @@
 #define GPTC_GELU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gptc.h" /* gptc_gelu_kind: the forms, as the model config names them */
 #include "kernels/kernels.h"
@@ -15,6 +16,10 @@ typedef void (*gptc_gelu_bwd_fn)(float *dinp, const float *inp, const float *dou
 gptc_gelu_fwd_fn gptc_gelu_fwd_entry(const gptc_kernels *k, gptc_gelu_kind f);
 gptc_gelu_bwd_fn gptc_gelu_bwd_entry(const gptc_kernels *k, gptc_gelu_kind f);
 size_t gptc_gelu_fwd_slot(gptc_gelu_kind f);
+/* The bf16-output forward of form f (kernels.h gelu_fwd_bf16 and its twins) and its slot. */
+typedef void (*gptc_gelu_fwd_bf16_fn)(uint16_t *out, const float *inp, size_t n);
+gptc_gelu_fwd_bf16_fn gptc_gelu_fwd_bf16_entry(const gptc_kernels *k, gptc_gelu_kind f);
+size_t gptc_gelu_fwd_bf16_slot(gptc_gelu_kind f);
 size_t gptc_gelu_bwd_slot(gptc_gelu_kind f);
 /* out (n) = gelu_f(inp), at the kernel level in use (gptc_kernels_get(): GPTC_KERNELS caps it) */
 void gptc_gelu_fwd_form(gptc_gelu_kind f, float *out, const float *inp, size_t n);

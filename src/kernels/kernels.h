@@ -147,11 +147,35 @@ typedef struct gptc_kernels {
      * the global gradient norm's reduction (optim/optim.h gptc_grad_sumsq) */
     double (*grad_sumsq)(const float *x, size_t n);
 
+    /* bf16 storage (--dtype bf16): the activations that only bf16 GEMMs read (the LayerNorm outputs,
+     * the GELU output, the attention's merged output) are stored as bf16 values (uint16_t, the top
+     * half of the fp32 pattern), halving their traffic. Each producer below writes out[i] =
+     * gptc_f32_to_bf16(what its fp32 entry writes), bit for bit at every level (the same arithmetic,
+     * then round to nearest even; NaN stays NaN), so a bf16 GEMM reading them sees the values it
+     * would have rounded the fp32 array to. The other outputs (res, mean, rstd) are the fp32 entry's. */
+    void (*layernorm_fwd_bf16)(uint16_t *out, float *mean, float *rstd, const float *inp, const float *w,
+                               const float *b, int N, int C);
+    void (*residual_layernorm_fwd_bf16)(float *res, uint16_t *out, float *mean, float *rstd, const float *a,
+                                        const float *b, const float *w, const float *bias, int N, int C);
+    void (*gelu_fwd_bf16)(uint16_t *out, const float *inp, size_t N);         /* tanh form */
+    void (*gelu_erf_fwd_bf16)(uint16_t *out, const float *inp, size_t N);
+    void (*gelu_sigmoid_fwd_bf16)(uint16_t *out, const float *inp, size_t N);
+    void (*heads_to_rows_bf16)(uint16_t *out, const float *o, int B, int T, int C, int NH);
+    /* gemm_bf16 whose operands may be stored in bf16: bit in16 & GPTC_GEMM_A16 says A is a uint16_t
+     * bf16 array (lda in elements), GPTC_GEMM_B16 the same for B; the other operands are fp32 arrays,
+     * rounded as gemm_bf16 rounds them. The result is gemm_bf16's on the widened values, bit for bit
+     * (same blocking and order). Shares gemm_bf16_isa. */
+    void (*gemm_bf16_in16)(int transA, int transB, int M, int N, int K, const void *A, int lda, const void *B,
+                           int ldb, int in16, float beta, const float *bias, float *C, int ldc);
+
     /* Not operators: the per-thread scratch (bytes as gptc_alloc counts them) the flash entries above
      * grow to over a forward and a backward at (T, HS), for the planner; set with them. */
     size_t (*flash_scratch)(int T, int HS);
     size_t (*flash_scratch_bf16)(int T, int HS);
 } gptc_kernels;
+
+/* gemm_bf16_in16's in16 bits */
+enum { GPTC_GEMM_A16 = 1, GPTC_GEMM_B16 = 2 };
 
 /* The index of operator `op` (a field name of gptc_kernels) in a table's labels, and the labels' length. */
 #define GPTC_KERNEL_SLOT(op) (offsetof(gptc_kernels, op) / sizeof(void *))

@@ -22,23 +22,23 @@
 
 #define S(op) GPTC_KERNEL_SLOT(op)
 const gptc_op_info gptc_op_infos[GPTC_OP_COUNT] = {
-    [OP_GELU_FWD] = {"gelu_fwd", 1e-5, "only with 'model.gelu' tanh, the default", S(gelu_fwd), 1},
+    [OP_GELU_FWD] = {"gelu_fwd", 1e-5, "only with 'model.gelu' tanh, the default ('dtype' bf16: only when sampling)", S(gelu_fwd), 1},
     [OP_GELU_BWD] = {"gelu_bwd", 1e-5, "only with 'model.gelu' tanh, the default", S(gelu_bwd), 1},
-    [OP_LN_FWD] = {"layernorm_fwd", 2e-5, "in every run (fused: block 0's ln_1 and the block recompute; 'no_fusion': every LayerNorm)", S(layernorm_fwd), 1},
+    [OP_LN_FWD] = {"layernorm_fwd", 2e-5, "with 'dtype' fp32 (fused: block 0's ln_1 and the block recompute; 'no_fusion': every LayerNorm), and when sampling", S(layernorm_fwd), 1},
     [OP_LN_BWD] = {"layernorm_bwd", 1e-4, "only with 'no_fusion'", S(layernorm_bwd), 1},
-    [OP_RES_LN_FWD] = {"residual_layernorm_fwd", 2e-5, "only without 'no_fusion'", S(residual_layernorm_fwd), 1},
+    [OP_RES_LN_FWD] = {"residual_layernorm_fwd", 2e-5, "only without 'no_fusion', with 'dtype' fp32", S(residual_layernorm_fwd), 1},
     [OP_LN_BWD_RES] = {"layernorm_bwd_residual", 1e-4, "only without 'no_fusion'", S(layernorm_bwd_residual), 1},
     [OP_ATT_FWD] = {"attention_fwd", 1e-4, "only with 'naive_attention'", S(attention_fwd), 1},
     [OP_ATT_BWD] = {"attention_bwd", 1e-4, "only with 'naive_attention'", S(attention_bwd), 1},
     [OP_GEMM] = {"gemm", 1e-4, "with 'dtype' fp32, the default, and when sampling", S(gemm), 2},
-    [OP_GEMM_BF16] = {"gemm_bf16", 1e-4, "only with 'dtype' bf16", S(gemm_bf16), 2},
+    [OP_GEMM_BF16] = {"gemm_bf16", 1e-4, "only with 'dtype' bf16 (the products of fp32 operands; those reading bf16-stored activations run gemm_bf16_in16)", S(gemm_bf16), 2},
     [OP_FLASH_FWD] = {"flash_fwd", 1e-4, "without 'naive_attention', with 'dtype' fp32", S(flash_fwd), 2},
     [OP_FLASH_BWD] = {"flash_bwd", 1e-4, "without 'naive_attention', with 'dtype' fp32", S(flash_bwd), 2},
     [OP_FLASH_FWD_BF16] = {"flash_fwd_bf16", 2e-3, "without 'naive_attention', with 'dtype' bf16", S(flash_fwd_bf16), 2},
     [OP_FLASH_BWD_BF16] = {"flash_bwd_bf16", 2e-3, "without 'naive_attention', with 'dtype' bf16", S(flash_bwd_bf16), 2},
-    [OP_GELU_ERF_FWD] = {"gelu_erf_fwd", 1e-5, "only with 'model.gelu' erf", S(gelu_erf_fwd), 2},
+    [OP_GELU_ERF_FWD] = {"gelu_erf_fwd", 1e-5, "only with 'model.gelu' erf ('dtype' bf16: only when sampling)", S(gelu_erf_fwd), 2},
     [OP_GELU_ERF_BWD] = {"gelu_erf_bwd", 1e-5, "only with 'model.gelu' erf", S(gelu_erf_bwd), 2},
-    [OP_GELU_SIG_FWD] = {"gelu_sigmoid_fwd", 1e-5, "only with 'model.gelu' sigmoid", S(gelu_sigmoid_fwd), 2},
+    [OP_GELU_SIG_FWD] = {"gelu_sigmoid_fwd", 1e-5, "only with 'model.gelu' sigmoid ('dtype' bf16: only when sampling)", S(gelu_sigmoid_fwd), 2},
     [OP_GELU_SIG_BWD] = {"gelu_sigmoid_bwd", 1e-5, "only with 'model.gelu' sigmoid", S(gelu_sigmoid_bwd), 2},
     [OP_ENC_FWD] = {"encoder_fwd", 1e-6, "in every run", S(encoder_fwd), 2},
     [OP_ENC_BWD] = {"encoder_bwd", 1e-5, "in every run", S(encoder_bwd), 2},
@@ -53,7 +53,7 @@ const gptc_op_info gptc_op_infos[GPTC_OP_COUNT] = {
     [OP_ADAMW] = {"adamw", 1e-5, "in every run", S(adamw), 2},
     [OP_QKV_TO_HEADS] = {"qkv_to_heads", 0, "without 'naive_attention'", S(qkv_to_heads), 2},
     [OP_HEADS_TO_QKV_GRAD] = {"heads_to_qkv_grad", 0, "without 'naive_attention'", S(heads_to_qkv_grad), 2},
-    [OP_HEADS_TO_ROWS] = {"heads_to_rows", 0, "without 'naive_attention'", S(heads_to_rows), 2},
+    [OP_HEADS_TO_ROWS] = {"heads_to_rows", 0, "without 'naive_attention', with 'dtype' fp32", S(heads_to_rows), 2},
     [OP_ROWS_TO_HEADS] = {"rows_to_heads", 0, "without 'naive_attention'", S(rows_to_heads), 2},
     [OP_DROPOUT] = {"dropout", 1e-6, "only with 'dropout' above 0", S(dropout), 2},
     [OP_ZERO] = {"zero", 0, "in every run", S(zero), 2},
@@ -104,24 +104,36 @@ SAME_TYPE(zero, zero);
 SAME_TYPE(grad_sumsq, grad_sumsq);
 /* and every operator of the table is one of them: the table's slots but its 6 others (variant, gemm_isa,
  * gemm_bf16_isa, labels, flash_scratch, flash_scratch_bf16; tests/test_backend.c checks that
- * gptc_kernel_ops lists the same count) */
-_Static_assert(GPTC_OP_COUNT + 6 == GPTC_KERNEL_SLOTS, "a kernel table entry without a plugin operator (plugin_ops.h)");
+ * gptc_kernel_ops lists the same count) and the 7 bf16-storage twins (layernorm_fwd_bf16 to
+ * gemm_bf16_in16), which a plugin does not replace: under 'dtype' bf16 the run calls them instead of
+ * the LayerNorm, GELU and head-merge forwards (gptc_op_runs) */
+enum { BF16_STORAGE_OPS = 7 };
+_Static_assert(GPTC_OP_COUNT + 6 + BF16_STORAGE_OPS == GPTC_KERNEL_SLOTS,
+               "a kernel table entry without a plugin operator (plugin_ops.h)");
 
 /* Whether the run calls op (its training step, evaluation, sampling or optimizer update). */
 bool gptc_op_runs(int op, const gptc_op_run *r) {
     bool flash = !r->naive_attention;
     switch (op) {
-    case OP_GELU_FWD: case OP_GELU_BWD: return r->gelu == GPTC_GELU_KIND_TANH;
-    case OP_GELU_ERF_FWD: case OP_GELU_ERF_BWD: return r->gelu == GPTC_GELU_KIND_ERF;
-    case OP_GELU_SIG_FWD: case OP_GELU_SIG_BWD: return r->gelu == GPTC_GELU_KIND_SIGMOID;
+    /* under bf16 the training step's LayerNorm, GELU and head-merge forwards are the bf16-storage
+     * twins; decoding (fp32) still calls the fp32 LayerNorm and GELU */
+    case OP_GELU_FWD: return r->gelu == GPTC_GELU_KIND_TANH && (!r->bf16 || r->decode);
+    case OP_GELU_ERF_FWD: return r->gelu == GPTC_GELU_KIND_ERF && (!r->bf16 || r->decode);
+    case OP_GELU_SIG_FWD: return r->gelu == GPTC_GELU_KIND_SIGMOID && (!r->bf16 || r->decode);
+    case OP_GELU_BWD: return r->gelu == GPTC_GELU_KIND_TANH;
+    case OP_GELU_ERF_BWD: return r->gelu == GPTC_GELU_KIND_ERF;
+    case OP_GELU_SIG_BWD: return r->gelu == GPTC_GELU_KIND_SIGMOID;
+    case OP_LN_FWD: return !r->bf16 || r->decode;
     case OP_LN_BWD: case OP_BIAS_FWD: case OP_XENT_BWD: return !r->fuse;
-    case OP_RES_LN_FWD: case OP_LN_BWD_RES: case OP_XENT_FUSED: return r->fuse;
+    case OP_RES_LN_FWD: return r->fuse && !r->bf16;
+    case OP_LN_BWD_RES: case OP_XENT_FUSED: return r->fuse;
     case OP_ATT_FWD: case OP_ATT_BWD: return r->naive_attention;
     case OP_GEMM: return !r->bf16 || r->decode;
     case OP_GEMM_BF16: return r->bf16;
     case OP_FLASH_FWD: case OP_FLASH_BWD: return flash && !r->bf16;
     case OP_FLASH_FWD_BF16: case OP_FLASH_BWD_BF16: return flash && r->bf16;
-    case OP_QKV_TO_HEADS: case OP_HEADS_TO_QKV_GRAD: case OP_HEADS_TO_ROWS: case OP_ROWS_TO_HEADS: return flash;
+    case OP_QKV_TO_HEADS: case OP_HEADS_TO_QKV_GRAD: case OP_ROWS_TO_HEADS: return flash;
+    case OP_HEADS_TO_ROWS: return flash && !r->bf16;
     case OP_ATT_DECODE: return r->decode;
     case OP_RES_FWD: return !r->fuse || r->decode;
     case OP_RES_BWD: return false;

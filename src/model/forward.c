@@ -10,7 +10,9 @@
  * wants the logits uses): separate bias, residual and LayerNorm kernels and the whole (B,T,Vp) logits
  * kept after the forward. Either way, m->recompute (gpt2.h, gptc_acts) drops activations after the
  * forward; the backward reruns the forward's code for them (recompute_layer), so every level gives
- * the same bits. */
+ * the same bits. Under bf16 storage (gpt2.h gptc_acts.act16) the LayerNorm outputs, the GELU output and
+ * the flash attention's atty are bf16 arrays: their producers and the GEMMs that read them take the
+ * flags a->act16 / a->atty16 (backend/ops.h), the step's bits being those of fp32 storage. */
 #include "model/gpt2.h"
 
 /* ---- dropout sites: each has its own stream of the step's seed (kernels/dropout.h) */
@@ -31,8 +33,8 @@ static float *block_input(const gptc_model *m, int l) { return l == 0 ? m->a.enc
  * by tests/test_recompute.c), so layernorm_fwd on the stored sum gives the forward's bits. */
 static void ln1_forward(gptc_model *m, int l, int BT) {
     const gptc_layer *w = &m->w.layer[l];
-    gptc_be_layernorm_fwd(&m->be, "ln1.fwd", l, m->a.ln1[l], m->a.ln1_mean[l], m->a.ln1_rstd[l], block_input(m, l),
-                          w->ln1w, w->ln1b, BT, m->cfg.channels);
+    gptc_be_layernorm_fwd(&m->be, "ln1.fwd", l, m->a.ln1[l], m->a.act16, m->a.ln1_mean[l], m->a.ln1_rstd[l],
+                          block_input(m, l), w->ln1w, w->ln1b, BT, m->cfg.channels);
 }
 
 /* atty[l] (B,T,C) from qkv[l] (B,T,3C), keeping what the attention's backward reads: naive, preatt
@@ -42,18 +44,20 @@ static void attention_forward(gptc_model *m, int l, int B, int T) {
     int C = m->cfg.channels, NH = m->cfg.heads;
     gptc_acts *a = &m->a;
     if (m->naive_attention) {
+        /* the naive attention writes floats: atty stays fp32 (a->atty16 is false) */
         gptc_be_attention_fwd(be, "attn.naive_fwd", l, a->atty[l], a->preatt[l], a->att[l], a->qkv[l], B, T, C, NH);
         return;
     }
     gptc_be_qkv_to_heads(be, "attn.split_heads.fwd", l, a->q[l], a->k[l], a->v[l], a->qkv[l], B, T, C, NH);
     gptc_be_flash_fwd(be, "attn.flash_fwd", l, a->o[l], a->lse[l], a->q[l], a->k[l], a->v[l], B, NH, T, C / NH,
                       m->attn_dropout, attn_drop_seed(m, l));
-    gptc_be_heads_to_rows(be, "attn.merge_heads.fwd", l, a->atty[l], a->o[l], B, T, C, NH);
+    gptc_be_heads_to_rows(be, "attn.merge_heads.fwd", l, a->atty[l], a->atty16, a->o[l], B, T, C, NH);
 }
 
 /* fch_gelu[l] (B,T,4C) = GELU(fch[l]) */
 static void gelu_forward(gptc_model *m, int l, int BT) {
-    gptc_be_gelu_fwd(&m->be, "gelu.fwd", l, m->cfg.gelu, m->a.fch_gelu[l], m->a.fch[l], (size_t)BT * 4 * m->cfg.channels);
+    gptc_be_gelu_fwd(&m->be, "gelu.fwd", l, m->cfg.gelu, m->a.fch_gelu[l], m->a.act16, m->a.fch[l],
+                     (size_t)BT * 4 * m->cfg.channels);
 }
 
 /* Block l from its normalised input ln1[l] through fcproj[l] (B,T,C): everything but the block's
@@ -63,16 +67,18 @@ static void block_forward(gptc_model *m, int l, int B, int T) {
     int C = m->cfg.channels, BT = B * T;
     gptc_acts *a = &m->a;
     const gptc_layer *w = &m->w.layer[l];
-    gptc_be_matmul_fwd(be, "qkv.fwd", l, a->qkv[l], a->ln1[l], w->qkvw, w->qkvb, BT, C, 3 * C);
+    gptc_be_matmul_fwd(be, "qkv.fwd", l, a->qkv[l], a->ln1[l], a->act16, w->qkvw, w->qkvb, BT, C, 3 * C);
     attention_forward(m, l, B, T);
-    gptc_be_matmul_fwd(be, "attn.proj.fwd", l, a->attproj[l], a->atty[l], w->attprojw, w->attprojb, BT, C, C);
+    gptc_be_matmul_fwd(be, "attn.proj.fwd", l, a->attproj[l], a->atty[l], a->atty16, w->attprojw, w->attprojb, BT, C,
+                       C);
     gptc_be_dropout_fwd(be, "attn.dropout.fwd", l, a->attproj[l], (size_t)BT * C, m->dropout, m->dropout_seed,
                         drop_stream(DROP_ATTN_RES, l));
-    gptc_be_residual_layernorm_fwd(be, "res+ln2.fwd", l, a->residual2[l], a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l],
-                                   block_input(m, l), a->attproj[l], w->ln2w, w->ln2b, BT, C);
-    gptc_be_matmul_fwd(be, "mlp.fc.fwd", l, a->fch[l], a->ln2[l], w->fcw, w->fcb, BT, C, 4 * C);
+    gptc_be_residual_layernorm_fwd(be, "res+ln2.fwd", l, a->residual2[l], a->ln2[l], a->act16, a->ln2_mean[l],
+                                   a->ln2_rstd[l], block_input(m, l), a->attproj[l], w->ln2w, w->ln2b, BT, C);
+    gptc_be_matmul_fwd(be, "mlp.fc.fwd", l, a->fch[l], a->ln2[l], a->act16, w->fcw, w->fcb, BT, C, 4 * C);
     gelu_forward(m, l, BT);
-    gptc_be_matmul_fwd(be, "mlp.proj.fwd", l, a->fcproj[l], a->fch_gelu[l], w->fcprojw, w->fcprojb, BT, 4 * C, C);
+    gptc_be_matmul_fwd(be, "mlp.proj.fwd", l, a->fcproj[l], a->fch_gelu[l], a->act16, w->fcprojw, w->fcprojb, BT,
+                       4 * C, C);
     gptc_be_dropout_fwd(be, "mlp.dropout.fwd", l, a->fcproj[l], (size_t)BT * C, m->dropout, m->dropout_seed,
                         drop_stream(DROP_MLP_RES, l));
 }
@@ -93,7 +99,7 @@ static void body_forward(gptc_model *m, const int *inputs, int B, int T) {
         bool last = l == L - 1;
         const gptc_layer *next = last ? NULL : &m->w.layer[l + 1];
         gptc_be_residual_layernorm_fwd(be, last ? "res+lnf.fwd" : "res+ln1.fwd", l, a->residual3[l],
-                                       last ? a->lnf : a->ln1[l + 1], last ? a->lnf_mean : a->ln1_mean[l + 1],
+                                       last ? a->lnf : a->ln1[l + 1], a->act16, last ? a->lnf_mean : a->ln1_mean[l + 1],
                                        last ? a->lnf_rstd : a->ln1_rstd[l + 1], a->residual2[l], a->fcproj[l],
                                        last ? m->w.lnfw : next->ln1w, last ? m->w.lnfb : next->ln1b, BT, C);
     }
@@ -163,10 +169,10 @@ static void body_backward(gptc_model *m, int B, int T) {
         const float *dbranch = gptc_be_dropout_bwd(be, "mlp.dropout.bwd", l, d->dln2, d->dres_out, btc, m->dropout,
                                                    m->dropout_seed, drop_stream(DROP_MLP_RES, l));
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.proj"), l, d->dfch_gelu, lg->fcprojw, lg->fcprojb, dbranch,
-                           a->fch_gelu[l], lw->fcprojw, BT, 4 * C, C);
+                           a->fch_gelu[l], a->act16, lw->fcprojw, BT, 4 * C, C);
         gptc_be_gelu_bwd(be, "gelu.bwd", l, m->cfg.gelu, d->dfch, a->fch[l], d->dfch_gelu, 4 * btc);
-        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.fc"), l, d->dln2, lg->fcw, lg->fcb, d->dfch, a->ln2[l], lw->fcw,
-                           BT, C, 4 * C);
+        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.fc"), l, d->dln2, lg->fcw, lg->fcb, d->dfch, a->ln2[l], a->act16,
+                           lw->fcw, BT, C, 4 * C);
         /* dres2 = dres_out (through the skip) + ln_2's backward */
         gptc_be_layernorm_bwd_residual(be, "res+ln2.bwd", l, d->dres2, lg->ln2w, lg->ln2b, d->dres_out, d->dln2,
                                        a->residual2[l], lw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], BT, C);
@@ -174,10 +180,10 @@ static void body_backward(gptc_model *m, int B, int T) {
         dbranch = gptc_be_dropout_bwd(be, "attn.dropout.bwd", l, d->dln2, d->dres2, btc, m->dropout, m->dropout_seed,
                                       drop_stream(DROP_ATTN_RES, l));
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("attn.proj"), l, d->datty, lg->attprojw, lg->attprojb, dbranch,
-                           a->atty[l], lw->attprojw, BT, C, C);
+                           a->atty[l], a->atty16, lw->attprojw, BT, C, C);
         attention_backward(m, l, B, T);
-        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("qkv"), l, d->dln1, lg->qkvw, lg->qkvb, d->dqkv, a->ln1[l], lw->qkvw,
-                           BT, C, 3 * C);
+        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("qkv"), l, d->dln1, lg->qkvw, lg->qkvb, d->dqkv, a->ln1[l], a->act16,
+                           lw->qkvw, BT, C, 3 * C);
         /* dres_in = dres2 (through the skip) + ln_1's backward */
         gptc_be_layernorm_bwd_residual(be, "res+ln1.bwd", l, d->dres_in, lg->ln1w, lg->ln1b, d->dres2, d->dln1,
                                        block_input(m, l), lw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], BT, C);
@@ -193,17 +199,26 @@ static void body_backward(gptc_model *m, int B, int T) {
     gptc_be_phase_end(be); /* backward */
 }
 
-/* logits (n,Vp) = x (n,C) @ wte[:V]^T; the padding columns are not computed */
-static void classifier_fwd(gptc_model *m, const float *x, int n, float *logits) {
-    int C = m->cfg.channels, V = m->cfg.vocab;
-    gptc_be_gemm(&m->be, GPTC_PROF_FWD, "classifier.fwd", -1, 0, 1, n, V, C, x, C, m->w.wte, C, 0.0f, NULL, logits, m->Vp);
+/* Row r of lnf (C wide), as stored (bf16 under bf16 storage) */
+static const void *lnf_row(const gptc_model *m, int r) {
+    size_t off = (size_t)r * m->cfg.channels;
+    return m->a.act16 ? (const void *)((const uint16_t *)m->a.lnf + off) : (const void *)((const float *)m->a.lnf + off);
 }
 
-/* dx (n,C) = dlogits (n,Vp) @ wte[:V]; wte's gradient (Vp,C) += dlogits^T x */
-static void classifier_bwd(gptc_model *m, const float *dlogits, const float *x, int n, float *dx) {
+/* logits (n,Vp) = x (n,C) @ wte[:V]^T; x rows of lnf (bf16 when m->a.act16); the padding columns are not computed */
+static void classifier_fwd(gptc_model *m, const void *x, int n, float *logits) {
+    int C = m->cfg.channels, V = m->cfg.vocab;
+    gptc_be_gemm(&m->be, GPTC_PROF_FWD, "classifier.fwd", -1, 0, 1, n, V, C, x, C, m->w.wte, C,
+                 m->a.act16 ? GPTC_GEMM_A16 : 0, 0.0f, NULL, logits, m->Vp);
+}
+
+/* dx (n,C) = dlogits (n,Vp) @ wte[:V]; wte's gradient (Vp,C) += dlogits^T x (x as in classifier_fwd) */
+static void classifier_bwd(gptc_model *m, const float *dlogits, const void *x, int n, float *dx) {
     int C = m->cfg.channels, V = m->cfg.vocab, Vp = m->Vp;
-    gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dx.bwd", -1, 0, 0, n, C, V, dlogits, Vp, m->w.wte, C, 0.0f, NULL, dx, C);
-    gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dw.bwd", -1, 1, 0, V, C, n, dlogits, Vp, x, C, 1.0f, NULL, m->g.wte, C);
+    gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dx.bwd", -1, 0, 0, n, C, V, dlogits, Vp, m->w.wte, C, 0, 0.0f, NULL,
+                 dx, C);
+    gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dw.bwd", -1, 1, 0, V, C, n, dlogits, Vp, x, C,
+                 m->a.act16 ? GPTC_GEMM_B16 : 0, 1.0f, NULL, m->g.wte, C);
 }
 
 /* The fused classifier on rows [r0, r0+n) of lnf: logits (n,Vp) in a->logits (the chunk buffer),
@@ -211,7 +226,7 @@ static void classifier_bwd(gptc_model *m, const float *dlogits, const float *x, 
  * dlogits = (softmax - onehot) * dloss formed in place of the logits. */
 static void classifier_chunk(gptc_model *m, int r0, int n, bool grad, float dloss) {
     int C = m->cfg.channels, V = m->cfg.vocab, Vp = m->Vp;
-    const float *x = m->a.lnf + (size_t)r0 * C;
+    const void *x = lnf_row(m, r0);
     float *logits = m->a.logits;
     classifier_fwd(m, x, n, logits);
     if (!grad) {

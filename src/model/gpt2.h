@@ -60,20 +60,29 @@ typedef struct gptc_tensor_desc {
  *          encoded and residual3[l] (each block's input / output), lnf, the logits and losses stay
  *          per layer, and each block's forward runs again just before its backward. */
 typedef struct gptc_acts {
+    /* bf16 storage (--dtype bf16, kernels.h): ln1, ln2, lnf and fch_gelu (act16), and atty (atty16: flash
+     * attention, whose head merge writes it) hold bf16 values (uint16_t) — the activations that only
+     * bf16 GEMMs read (the linear layers' forward and weight-gradient products, the classifier), stored
+     * as the values those products would round them to. Otherwise they hold floats. */
+    bool act16, atty16;
     float *encoded;                 /* (B,T,C) */
-    float **ln1, **ln1_mean, **ln1_rstd; /* (B,T,C), (B,T), (B,T) */
+    void **ln1;                     /* (B,T,C) */
+    float **ln1_mean, **ln1_rstd;   /* (B,T), (B,T) */
     float **qkv;                    /* (B,T,3C) */
-    float **atty;                   /* (B,T,C) */
+    void **atty;                    /* (B,T,C) */
     float **preatt, **att;          /* (B,NH,T,T), naive attention only */
     float **q, **k, **v, **o;       /* (B,NH,T,HS) head-major, flash attention only */
     float **lse;                    /* (B,NH,T) row log-sum-exp, flash attention only */
     float **attproj;                /* (B,T,C) */
     float **residual2;              /* (B,T,C) */
-    float **ln2, **ln2_mean, **ln2_rstd;
-    float **fch, **fch_gelu;        /* (B,T,4C) */
+    void **ln2;                     /* (B,T,C) */
+    float **ln2_mean, **ln2_rstd;
+    float **fch;                    /* (B,T,4C) */
+    void **fch_gelu;                /* (B,T,4C) */
     float **fcproj;                 /* (B,T,C) */
     float **residual3;              /* (B,T,C) */
-    float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
+    void *lnf;                      /* (B,T,C) */
+    float *lnf_mean, *lnf_rstd;     /* (B,T), (B,T) */
     float *logits;                  /* unfused: (B,T,Vp), overwritten with the probabilities by the loss;
                                      * fused: (min(B*T, GPTC_CLASSIFIER_CHUNK), Vp), one chunk's logits */
     float *losses;                  /* (B,T) */
@@ -108,6 +117,8 @@ typedef struct gptc_model {
                                  * false: separate kernels and the whole logits kept */
     gptc_precision precision;   /* --dtype of the training step's matrix products */
     gptc_recompute recompute;   /* --recompute: activations dropped after the forward (see gptc_acts) */
+    bool fp32_acts;             /* keep every activation in fp32 under bf16 too (no bf16 storage, gptc_acts):
+                                 * the tests that compare the two set it */
     /* The backend the model runs on, bound by gptc_model_bind_kernels from k, precision and fuse: the
      * training step (forward.c) and decoding (decode.c, fp32 on be.k) call nothing else. */
     gptc_backend be;
@@ -154,7 +165,7 @@ void gptc_model_bind_kernels(gptc_model *m);
 /* Bytes of the activation arena and of the activation-gradient arena gptc_model_alloc_train plans
  * for (B,T) with these settings (the model's inputs/targets copies not included). */
 void gptc_model_act_bytes(const gptc_model_config *cfg, int B, int T, bool naive_attention, bool fuse,
-                          gptc_recompute recompute, size_t *acts, size_t *dacts);
+                          gptc_recompute recompute, gptc_precision precision, size_t *acts, size_t *dacts);
 
 /* Bytes, as gptc_alloc counts them (gptc_alloc_stats), that gptc_model_init (params: the arena and its
  * tables) and gptc_model_alloc_train (grads; acts: both activation arenas, their views and the
@@ -163,7 +174,7 @@ typedef struct gptc_model_bytes {
     size_t params, grads, acts;
 } gptc_model_bytes;
 void gptc_model_alloc_bytes(const gptc_model_config *cfg, int B, int T, bool naive_attention, bool fuse,
-                            gptc_recompute recompute, gptc_model_bytes *out);
+                            gptc_recompute recompute, gptc_precision precision, gptc_model_bytes *out);
 
 /* Forward over inputs (B,T); with targets (B,T) returns the mean loss, else returns 0 and leaves
  * the logits in m->a.logits (B,T,Vp), which only an unfused model (m->fuse false) keeps. B,T must

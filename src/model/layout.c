@@ -141,6 +141,13 @@ static void take(gptc_plan *p, float *base, float **dst, size_t n) {
     if (base) *dst = base + off;
 }
 
+/* Takes n elements of an activation that bf16 storage may hold (gptc_acts): 2 bytes each when b16,
+ * else floats; when base is set, points *dst at them. */
+static void take16(gptc_plan *p, float *base, void **dst, size_t n, bool b16) {
+    size_t off = gptc_plan_take(p, b16 ? (n + 1) / 2 : n);
+    if (base) *dst = base + off;
+}
+
 /* Takes layer l's region of a per-layer tensor of n floats into views[l] (views NULL: planning only):
  * its own region, or, when shared, the one region layer 0 took, which every layer's view points at. */
 static void take_layer(gptc_plan *p, float *base, float **views, int l, size_t n, bool shared) {
@@ -152,28 +159,44 @@ static void take_layer(gptc_plan *p, float *base, float **views, int l, size_t n
     take(p, base, views ? &views[l] : &sink, n);
 }
 
+/* take_layer for the tensors of take16 */
+static void take_layer16(gptc_plan *p, float *base, void **views, int l, size_t n, bool shared, bool b16) {
+    void *sink;
+    if (shared && l > 0) {
+        if (base) views[l] = views[0];
+        return;
+    }
+    take16(p, base, views ? &views[l] : &sink, n, b16);
+}
+
 /* Plans the activation and activation-gradient arenas (sizes in *acts_out, *dacts_out); with m
  * non-NULL also points m's views into abase and dbase. rc: the tensors gpt2.h's gptc_acts lists
- * for each level are one shared buffer instead of one per layer. */
+ * for each level are one shared buffer instead of one per layer. act16: bf16 storage (gptc_acts) for
+ * ln1, ln2, lnf, fch_gelu and, with flash attention, atty. */
 static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T, bool naive, bool fuse,
-                      gptc_recompute rc, float *abase, float *dbase, size_t *acts_out, size_t *dacts_out) {
+                      gptc_recompute rc, bool act16, float *abase, float *dbase, size_t *acts_out,
+                      size_t *dacts_out) {
     int L = cfg->layers;
     size_t C = cfg->channels, NH = cfg->heads, BT = (size_t)B * T, Vp = gptc_padded_vocab(cfg->vocab);
     size_t TT = naive ? (size_t)B * NH * T * T : 0, BTC = naive ? 0 : BT * C, BHT = naive ? 0 : (size_t)B * NH * T;
     bool gelu = rc >= GPTC_RECOMPUTE_GELU, attn = rc >= GPTC_RECOMPUTE_ATTN, block = rc >= GPTC_RECOMPUTE_BLOCK;
     float *sink;
+    void *vsink;
+    bool atty16 = act16 && !naive;
     gptc_acts *a = m ? &m->a : NULL;
+    if (a) a->act16 = act16, a->atty16 = atty16;
     gptc_dacts *d = m ? &m->d : NULL;
     gptc_plan p = {0};
 #define A(field) (a ? &a->field : &sink)
 #define LAYER(field, n, shared) take_layer(&p, abase, a ? a->field : NULL, l, n, shared)
+#define LAYER16(field, n, shared, b16) take_layer16(&p, abase, a ? a->field : NULL, l, n, shared, b16)
     take(&p, abase, A(encoded), BT * C);
     for (int l = 0; l < L; l++) {
-        LAYER(ln1, BT * C, block);
+        LAYER16(ln1, BT * C, block, act16);
         LAYER(ln1_mean, BT, block);
         LAYER(ln1_rstd, BT, block);
         LAYER(qkv, BT * 3 * C, block);
-        LAYER(atty, BT * C, attn);
+        LAYER16(atty, BT * C, attn, atty16);
         LAYER(preatt, TT, attn);
         LAYER(att, TT, attn);
         LAYER(q, BTC, attn);
@@ -183,16 +206,17 @@ static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T,
         LAYER(lse, BHT, attn);
         LAYER(attproj, BT * C, block);
         LAYER(residual2, BT * C, block);
-        LAYER(ln2, BT * C, block);
+        LAYER16(ln2, BT * C, block, act16);
         LAYER(ln2_mean, BT, block);
         LAYER(ln2_rstd, BT, block);
         LAYER(fch, BT * 4 * C, block);
-        LAYER(fch_gelu, BT * 4 * C, gelu);
+        LAYER16(fch_gelu, BT * 4 * C, gelu, act16);
         LAYER(fcproj, BT * C, block);
         LAYER(residual3, BT * C, false);
     }
 #undef LAYER
-    take(&p, abase, A(lnf), BT * C);
+#undef LAYER16
+    take16(&p, abase, a ? &a->lnf : &vsink, BT * C, act16);
     take(&p, abase, A(lnf_mean), BT);
     take(&p, abase, A(lnf_rstd), BT);
     size_t logit_rows = fuse ? (BT < GPTC_CLASSIFIER_CHUNK ? BT : GPTC_CLASSIFIER_CHUNK) : BT;
@@ -224,8 +248,8 @@ static void plan_acts(gptc_model *m, const gptc_model_config *cfg, int B, int T,
 }
 
 void gptc_model_act_bytes(const gptc_model_config *cfg, int B, int T, bool naive, bool fuse, gptc_recompute rc,
-                          size_t *acts, size_t *dacts) {
-    plan_acts(NULL, cfg, B, T, naive, fuse, rc, NULL, NULL, acts, dacts);
+                          gptc_precision precision, size_t *acts, size_t *dacts) {
+    plan_acts(NULL, cfg, B, T, naive, fuse, rc, precision == GPTC_PRECISION_BF16, NULL, NULL, acts, dacts);
     *acts *= sizeof(float);
     *dacts *= sizeof(float);
 }
@@ -234,18 +258,20 @@ void gptc_model_bind_kernels(gptc_model *m) {
     gptc_backend_bind(&m->be, gptc_backend_cpu_memory(), m->k, m->precision, m->fuse);
 }
 
-/* the [L] pointer arrays of gptc_acts, in one block: 21 per-layer fields */
-enum { ACT_FIELDS = 21 };
+/* the [L] pointer arrays of gptc_acts, in one block: 4 per-layer fields of either storage (void *:
+ * ln1, atty, ln2, fch_gelu; ln1's array first, so that it is the block) and 17 of floats */
+enum { ACT_VFIELDS = 4, ACT_FFIELDS = 17 };
+static size_t act_views_bytes(size_t L) { return (sizeof(void *) * ACT_VFIELDS + sizeof(float *) * ACT_FFIELDS) * L; }
 
 void gptc_model_alloc_bytes(const gptc_model_config *cfg, int B, int T, bool naive, bool fuse, gptc_recompute rc,
-                            gptc_model_bytes *out) {
+                            gptc_precision precision, gptc_model_bytes *out) {
     size_t L = cfg->layers, arena = gptc_model_arena_floats(cfg) * sizeof(float), acts, dacts;
-    gptc_model_act_bytes(cfg, B, T, naive, fuse, rc, &acts, &dacts);
+    gptc_model_act_bytes(cfg, B, T, naive, fuse, rc, precision, &acts, &dacts);
     size_t (*dev)(size_t) = gptc_backend_cpu_memory()->block_bytes; /* the arenas: backend memory */
     out->params = gptc_alloc_block_bytes(sizeof(gptc_tensor_desc) * (L * GPTC_LAYER_TENSORS + 4)) +
                   2 * gptc_alloc_block_bytes(sizeof(gptc_layer) * L) + dev(arena);
     out->grads = dev(arena);
-    out->acts = gptc_alloc_block_bytes(sizeof(float *) * ACT_FIELDS * L) + dev(acts) + dev(dacts) +
+    out->acts = gptc_alloc_block_bytes(act_views_bytes(L)) + dev(acts) + dev(dacts) +
                 2 * dev(sizeof(int) * (size_t)B * T);
 }
 
@@ -255,15 +281,18 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     if (T > m->cfg.context)
         return gptc_fail(GPTC_ERR_ARG, "'seq' %d: longer than the model's context %d", T, m->cfg.context);
     int L = m->cfg.layers;
-    float **ptrs = gptc_alloc(sizeof(float *) * ACT_FIELDS * L, "activation views");
-    if (!ptrs) return GPTC_ERR_NOMEM;
-    float ***fields[ACT_FIELDS] = {&m->a.ln1, &m->a.ln1_mean, &m->a.ln1_rstd, &m->a.qkv, &m->a.atty, &m->a.preatt,
-                                &m->a.att, &m->a.attproj, &m->a.residual2, &m->a.ln2, &m->a.ln2_mean,
-                                &m->a.ln2_rstd, &m->a.fch, &m->a.fch_gelu, &m->a.fcproj, &m->a.residual3,
-                                &m->a.q, &m->a.k, &m->a.v, &m->a.o, &m->a.lse};
-    for (int i = 0; i < ACT_FIELDS; i++) *fields[i] = ptrs + (size_t)i * L;
-    bool naive = m->naive_attention;
-    plan_acts(NULL, &m->cfg, B, T, naive, m->fuse, m->recompute, NULL, NULL, &m->act_floats, &m->dact_floats);
+    char *block = gptc_alloc(act_views_bytes(L), "activation views");
+    if (!block) return GPTC_ERR_NOMEM;
+    void **vptrs = (void **)block;
+    float **fptrs = (float **)(block + sizeof(void *) * ACT_VFIELDS * L);
+    void ***vfields[ACT_VFIELDS] = {&m->a.ln1, &m->a.atty, &m->a.ln2, &m->a.fch_gelu};
+    float ***ffields[ACT_FFIELDS] = {&m->a.ln1_mean, &m->a.ln1_rstd, &m->a.qkv, &m->a.preatt, &m->a.att,
+                                     &m->a.attproj, &m->a.residual2, &m->a.ln2_mean, &m->a.ln2_rstd, &m->a.fch,
+                                     &m->a.fcproj, &m->a.residual3, &m->a.q, &m->a.k, &m->a.v, &m->a.o, &m->a.lse};
+    for (int i = 0; i < ACT_VFIELDS; i++) *vfields[i] = vptrs + (size_t)i * L;
+    for (int i = 0; i < ACT_FFIELDS; i++) *ffields[i] = fptrs + (size_t)i * L;
+    bool naive = m->naive_attention, act16 = m->precision == GPTC_PRECISION_BF16 && !m->fp32_acts;
+    plan_acts(NULL, &m->cfg, B, T, naive, m->fuse, m->recompute, act16, NULL, NULL, &m->act_floats, &m->dact_floats);
     const gptc_backend_memory *mem = m->be.mem;
     m->grads = mem->alloc(m->num_floats * sizeof(float), "gradients");
     m->act_arena = m->grads ? mem->alloc(m->act_floats * sizeof(float), "activations") : NULL;
@@ -271,7 +300,7 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     m->inputs = m->dact_arena ? mem->alloc(sizeof(int) * B * T, "inputs") : NULL;
     m->targets = m->inputs ? mem->alloc(sizeof(int) * B * T, "targets") : NULL;
     if (!m->targets) return GPTC_ERR_NOMEM; /* gptc_model_free releases what was allocated */
-    plan_acts(m, &m->cfg, B, T, naive, m->fuse, m->recompute, m->act_arena, m->dact_arena, &m->act_floats,
+    plan_acts(m, &m->cfg, B, T, naive, m->fuse, m->recompute, act16, m->act_arena, m->dact_arena, &m->act_floats,
               &m->dact_floats);
     point_views(m, m->grads, &m->g);
     m->B = B;

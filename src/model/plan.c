@@ -87,7 +87,8 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     int threads = r->threads ? r->threads : gptc_threads();
 
     gptc_model_bytes mb;
-    gptc_model_alloc_bytes(&r->model, r->batch, r->seq, r->naive_attention, !r->no_fusion, r->recompute, &mb);
+    gptc_model_alloc_bytes(&r->model, r->batch, r->seq, r->naive_attention, !r->no_fusion, r->recompute, r->dtype,
+                           &mb);
     size_t n = gptc_model_arena_floats(&r->model);
     size_t share = r->zero ? (n + (size_t)r->ranks - 1) / (size_t)r->ranks : n;
     size_t batch_copy = gptc_alloc_block_bytes(sizeof(int) * (size_t)r->batch * r->seq);

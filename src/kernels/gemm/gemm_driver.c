@@ -45,6 +45,21 @@ void gptc_gemm_pack_portable(int trans, const float *X, int ldx, int i0, int k0,
     }
 }
 
+/* gptc_gemm_pack_portable on the widened values of a bf16 source */
+void gptc_gemm_pack16_portable(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r,
+                               void *out_) {
+    float *out = out_;
+    for (int p = 0; p < m; p += r) {
+        int rows = GEMM_MIN(r, m - p);
+        float *o = out + (size_t)p * kc;
+        for (int k = 0; k < kc; k++)
+            for (int i = 0; i < r; i++)
+                o[(size_t)k * r + i] = i >= rows ? 0.0f
+                                       : trans   ? gptc_bf16_to_f32(X[(size_t)(k0 + k) * ldx + i0 + p + i])
+                                                 : gptc_bf16_to_f32(X[(size_t)(i0 + p + i) * ldx + k0 + k]);
+    }
+}
+
 /* Branch-free so that it vectorises: x + 0x7fff + lsb then truncation is round to nearest, ties to
  * even; a NaN keeps its top bits and is made quiet (gptc_f32_to_bf16's rule). */
 void gptc_gemm_round_bf16(float *p, size_t n) {
@@ -112,11 +127,22 @@ static void choose_grid(const gptc_gemm_isa *g, int nt, int mpan, int npan, int 
     }
 }
 
+/* How one operand is packed: its packer and whether it is a bf16 source (packed by pack16, unrounded). */
+typedef struct gemm_src {
+    gptc_gemm_pack pack;
+    gptc_gemm_pack16 pack16;
+    bool x16;
+} gemm_src;
+
 /* Packs rows i0.. (m of them) x depths k0.. (kc) of op(X) into micro-panels of r rows (gemm_driver.h),
- * rounded to bf16 when the ISA computes gemm_bf16 with fp32 FMAs. */
-static void pack_panels(const gptc_gemm_isa *g, gptc_gemm_pack pack, int trans, const float *X, int ldx, int i0,
-                        int k0, int m, int kc, int r, char *out) {
-    pack(trans, X, ldx, i0, k0, m, kc, r, out);
+ * rounded to bf16 when the ISA computes gemm_bf16 with fp32 FMAs (a bf16 source is already). */
+static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const void *X, int ldx, int i0, int k0, int m,
+                        int kc, int r, char *out) {
+    if (s.x16) {
+        s.pack16(trans, X, ldx, i0, k0, m, kc, r, out);
+        return;
+    }
+    s.pack(trans, X, ldx, i0, k0, m, kc, r, out);
     if (g->round_bf16) {
         const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
         gptc_gemm_round_bf16((float *)out, round_up((size_t)m, (size_t)r) * kbytes / sizeof(float));
@@ -125,11 +151,11 @@ static void pack_panels(const gptc_gemm_isa *g, gptc_gemm_pack pack, int trans, 
 
 /* One thread's block of C: rows [r0, r1), columns [c0, c1) (multiples of the micro-tile but at
  * the matrix edge), all of K in KC steps, in g's loop order. apack / bpack hold one packed A block /
- * B panel (B packed by pack_b). Both orders run the same micro-tile calls, each C element receiving
- * its KC partial sums in increasing k, so they give the same bits. */
-static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, gptc_gemm_pack pack_b, int transA, int transB,
-                       int r0, int r1, int c0, int c1, int K, const float *A, int lda, const float *B, int ldb,
-                       float beta, const float *bias, float *C, int ldc, char *apack, char *bpack) {
+ * B panel (B by sb's packers). Both orders run the same micro-tile calls, each C element receiving its KC partial sums
+ * in increasing k, so they give the same bits. */
+static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int transA, int transB, int r0, int r1,
+                       int c0, int c1, int K, const void *A, int lda, const void *B, int ldb, float beta,
+                       const float *bias, float *C, int ldc, char *apack, char *bpack) {
     const int MR = g->mr, NR = g->nr, MC = g->mc, KC = g->kc, NC = g->nc;
 #define GEMM_TILE(ir, jr)                                                                                          \
     g->kernel(kc, apack + (size_t)(ir) * kbytes, bpack + (size_t)(jr) * kbytes, C + (size_t)(ic + (ir)) * ldc + jc + (jr), \
@@ -144,10 +170,10 @@ static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, gptc_gemm_pa
             const float *bs = pc == 0 ? bias : NULL; /* the bias joins the first partial sum */
             for (int ic = r0; ic < r1; ic += MC) {
                 const int mc = GEMM_MIN(MC, r1 - ic);
-                pack_panels(g, pack, transA, A, lda, ic, pc, mc, kc, MR, apack);
+                pack_panels(g, sa, transA, A, lda, ic, pc, mc, kc, MR, apack);
                 for (int jc = c0; jc < c1; jc += NC) {
                     const int nc = GEMM_MIN(NC, c1 - jc);
-                    pack_panels(g, pack_b, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
+                    pack_panels(g, sb, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
                     for (int ir = 0; ir < mc; ir += MR)
                         for (int jr = 0; jr < nc; jr += NR) GEMM_TILE(ir, jr);
                 }
@@ -162,10 +188,10 @@ static void gemm_block(const gptc_gemm_isa *g, gptc_gemm_pack pack, gptc_gemm_pa
             const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
             const float bt = pc == 0 ? beta : 1.0f;
             const float *bs = pc == 0 ? bias : NULL;
-            pack_panels(g, pack_b, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
+            pack_panels(g, sb, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
             for (int ic = r0; ic < r1; ic += MC) {
                 const int mc = GEMM_MIN(MC, r1 - ic);
-                pack_panels(g, pack, transA, A, lda, ic, pc, mc, kc, MR, apack);
+                pack_panels(g, sa, transA, A, lda, ic, pc, mc, kc, MR, apack);
                 for (int jr = 0; jr < nc; jr += NR)
                     for (int ir = 0; ir < mc; ir += MR) GEMM_TILE(ir, jr);
             }
@@ -211,6 +237,12 @@ static size_t bpack_floats(const gptc_gemm_isa *g, int K, int c0, int c1) {
 
 void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const float *A,
                        int lda, const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
+    gptc_gemm_blocked_in16(g, transA, transB, M, N, K, A, lda, B, ldb, 0, beta, bias, C, ldc);
+}
+
+void gptc_gemm_blocked_in16(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const void *A,
+                            int lda, const void *B, int ldb, int in16, float beta, const float *bias, float *C,
+                            int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
         for (int i = 0; i < M; i++)
@@ -222,6 +254,10 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
     }
     gptc_gemm_pack pack = g->pack ? g->pack : gptc_gemm_pack_portable;
     gptc_gemm_pack pack_b = g->pack_b ? g->pack_b : pack;
+    gptc_gemm_pack16 pack16 = g->pack16 ? g->pack16 : gptc_gemm_pack16_portable;
+    gptc_gemm_pack16 pack16_b = g->pack16_b ? g->pack16_b : pack16;
+    GPTC_ASSERT(!in16 || g->pack16 || (g->esize == 4 && g->kstep == 1)); /* the portable one writes fp32 panels */
+    const gemm_src sa = {pack, pack16, (in16 & GPTC_GEMM_A16) != 0}, sb = {pack_b, pack16_b, (in16 & GPTC_GEMM_B16) != 0};
     const gemm_split s = split_for(g, M, N, K, omp_get_max_threads());
 
 #pragma omp parallel num_threads(s.nt)
@@ -233,8 +269,7 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
             char *apack = (char *)gptc_workspace_get(&tl_apack, apack_floats(g, K, r0, r1));
             char *bpack = (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, c0, c1));
             if (g->thread_begin) g->thread_begin();
-            gemm_block(g, pack, pack_b, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack,
-                       bpack);
+            gemm_block(g, sa, sb, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack);
             if (g->thread_end) g->thread_end();
             gptc_prof_end(2.0 * (r1 - r0) * (c1 - c0) * K, 0);
         }
@@ -246,8 +281,8 @@ void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int
     for (int t = 0; t < threads; t++) apack[t] = bpack[t] = 0;
     *transient = 0;
     if (M <= 0 || N <= 0) return;
-    /* the reference bf16 product rounds copies of both operands, then runs the reference fp32 one */
-    if (bf16 && k->gemm_bf16 == gptc_kernels_ref()->gemm_bf16) {
+    /* the reference bf16 products round (or widen) copies of both operands, then run the reference fp32 one */
+    if (bf16 && (k->gemm_bf16 == gptc_kernels_ref()->gemm_bf16 || k->gemm_bf16_in16 == gptc_kernels_ref()->gemm_bf16_in16)) {
         *transient = gptc_alloc_block_bytes(sizeof(float) * (size_t)M * K) +
                      gptc_alloc_block_bytes(sizeof(float) * (size_t)K * N);
         return;

@@ -5,6 +5,7 @@
 #define GPTC_GEMM_DRIVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Packed micro-panel layout, for r rows (mr of A or nr of B), kc depths, k granularity s (kstep)
  * and kcp = kc rounded up to a multiple of s: element (i, k) of micro-panel p sits at element
@@ -29,6 +30,12 @@ typedef void (*gptc_gemm_ukernel)(int kc, const void *a, const void *b, float *c
  * trans = !transB and r = nr. NULL in the ISA: the portable C packer (fp32 layout, s = 1). */
 typedef void (*gptc_gemm_pack)(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r,
                                void *out);
+
+/* The same packer for an operand stored in bf16 (uint16_t, ldx in elements): the micro-panels it
+ * writes are the ones gptc_gemm_pack would write from the widened fp32 values, rounded as the ISA
+ * rounds (no-op: they are bf16 already). NULL in the ISA: the portable one (fp32 layout, s = 1). */
+typedef void (*gptc_gemm_pack16)(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r,
+                                 void *out);
 
 /* Which micro-panel the two innermost loops keep in L1 while the other streams from L2:
  *   GPTC_GEMM_B_IN_L1: for each B micro-panel (kc x nr), every A micro-panel of the block in turn — the
@@ -56,6 +63,8 @@ typedef struct gptc_gemm_isa {
      * load the tile configuration, release the tiles), for per-thread state the kernel relies on. */
     void (*thread_begin)(void);
     void (*thread_end)(void);
+    gptc_gemm_pack16 pack16; /* bf16 sources (gemm_bf16_in16); may be NULL (fp32 layout only) */
+    gptc_gemm_pack16 pack16_b; /* NULL: B from bf16 sources by pack16 too, else by this (AMX) */
 } gptc_gemm_isa;
 
 /* The gemm contract of kernels.h (C (M,N) = beta*C + op(A) op(B) [+ bias], row-major) on top of isa.
@@ -67,6 +76,13 @@ typedef struct gptc_gemm_isa {
 void gptc_gemm_blocked(const gptc_gemm_isa *isa, int transA, int transB, int M, int N, int K, const float *A,
                        int lda, const float *B, int ldb, float beta, const float *bias, float *C, int ldc);
 
+/* The same with operands that may be stored in bf16 (kernels.h gemm_bf16_in16: in16 bits
+ * GPTC_GEMM_A16, GPTC_GEMM_B16): a bf16 operand is packed by isa->pack16 and not rounded again. The
+ * blocking, split and order are gptc_gemm_blocked's, so the bits are those of the widened operands. */
+void gptc_gemm_blocked_in16(const gptc_gemm_isa *isa, int transA, int transB, int M, int N, int K, const void *A,
+                            int lda, const void *B, int ldb, int in16, float beta, const float *bias, float *C,
+                            int ldc);
+
 /* Sets g's mc, kc, nc and order from the cache sizes of c (gptc_cpu: CPUID leaf 4 / 0x8000001D, else
  * sysfs) for a kernel of g's mr, nr, esize and kstep; leaves the fields as they are when the sizes are
  * unknown. The rules and the measurements behind them are in gemm_driver.c. */
@@ -75,6 +91,9 @@ void gptc_gemm_block_for_caches(gptc_gemm_isa *g, const struct gptc_cpu_info *c)
 
 /* The portable packer (what pack = NULL means), exposed for the packer tests. */
 void gptc_gemm_pack_portable(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out);
+
+void gptc_gemm_pack16_portable(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r,
+                               void *out);
 
 /* p[0..n) rounded in place to the nearest bf16 (ties to even), as gptc_bf16_round does. */
 void gptc_gemm_round_bf16(float *p, size_t n);

@@ -251,6 +251,18 @@ void gptc_heads_to_rows(float *out, const float *o, int B, int T, int C, int NH)
                        (size_t)HS * sizeof *out);
 }
 
+void gptc_heads_to_rows_bf16(uint16_t *out, const float *o, int B, int T, int C, int NH) {
+    int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++) {
+                uint16_t *dst = out + ((size_t)b * T + t) * C + h * HS;
+                const float *src = o + (((size_t)b * NH + h) * T + t) * HS;
+                for (int d = 0; d < HS; d++) dst[d] = gptc_f32_to_bf16(src[d]);
+            }
+}
+
 void gptc_rows_to_heads(float *dheads, const float *drows, int B, int T, int C, int NH) {
     int HS = C / NH;
 #pragma omp parallel for collapse(2) schedule(static)

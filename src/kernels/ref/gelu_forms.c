@@ -56,6 +56,18 @@ gptc_gelu_fwd_fn gptc_gelu_fwd_entry(const gptc_kernels *k, gptc_gelu_kind f) {
     return f == GPTC_GELU_KIND_ERF ? k->gelu_erf_fwd : f == GPTC_GELU_KIND_SIGMOID ? k->gelu_sigmoid_fwd : k->gelu_fwd;
 }
 
+gptc_gelu_fwd_bf16_fn gptc_gelu_fwd_bf16_entry(const gptc_kernels *k, gptc_gelu_kind f) {
+    return f == GPTC_GELU_KIND_ERF       ? k->gelu_erf_fwd_bf16
+           : f == GPTC_GELU_KIND_SIGMOID ? k->gelu_sigmoid_fwd_bf16
+                                         : k->gelu_fwd_bf16;
+}
+
+size_t gptc_gelu_fwd_bf16_slot(gptc_gelu_kind f) {
+    return f == GPTC_GELU_KIND_ERF       ? GPTC_KERNEL_SLOT(gelu_erf_fwd_bf16)
+           : f == GPTC_GELU_KIND_SIGMOID ? GPTC_KERNEL_SLOT(gelu_sigmoid_fwd_bf16)
+                                         : GPTC_KERNEL_SLOT(gelu_fwd_bf16);
+}
+
 gptc_gelu_bwd_fn gptc_gelu_bwd_entry(const gptc_kernels *k, gptc_gelu_kind f) {
     return f == GPTC_GELU_KIND_ERF ? k->gelu_erf_bwd : f == GPTC_GELU_KIND_SIGMOID ? k->gelu_sigmoid_bwd : k->gelu_bwd;
 }

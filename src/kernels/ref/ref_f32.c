@@ -36,6 +36,76 @@ static void ref_bf16_gemm(int transA, int transB, int M, int N, int K, const flo
     gptc_free(b);
 }
 
+/* The gemm_bf16_in16 contract: bf16 operands widened (exact), fp32 ones rounded, into copies as
+ * stored; then the fp32 reference product, as ref_bf16_gemm. */
+static float *bf16_operand(const void *X, int x16, int ldx, int rows, int cols) {
+    if (!x16) return bf16_copy(X, ldx, rows, cols);
+    const uint16_t *x = X;
+    float *o = gptc_alloc(sizeof(float) * (size_t)rows * cols, "bf16 reference copy");
+    GPTC_ASSERT(o != NULL);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) o[(size_t)i * cols + j] = gptc_bf16_to_f32(x[(size_t)i * ldx + j]);
+    return o;
+}
+
+static void ref_bf16_gemm_in16(int transA, int transB, int M, int N, int K, const void *A, int lda, const void *B,
+                               int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    int a16 = in16 & GPTC_GEMM_A16, b16 = in16 & GPTC_GEMM_B16;
+    float *a = transA ? bf16_operand(A, a16, lda, K, M) : bf16_operand(A, a16, lda, M, K);
+    float *b = transB ? bf16_operand(B, b16, ldb, N, K) : bf16_operand(B, b16, ldb, K, N);
+    ref_f32_gemm(transA, transB, M, N, K, a, transA ? M : K, b, transB ? K : N, beta, bias, C, ldc);
+    gptc_free(a);
+    gptc_free(b);
+}
+
+/* ---- bf16 storage (kernels.h): the fp32 reference's arithmetic, each output rounded to bf16 */
+
+static void ref_layernorm_row_bf16(uint16_t *o, float *mean, float *rstd, const float *x, const float *w,
+                                   const float *b, int C) {
+    ref_f32_layernorm_stats(mean, rstd, x, C);
+    float m = *mean, s = *rstd;
+    for (int c = 0; c < C; c++) o[c] = gptc_f32_to_bf16((x[c] - m) * s * w[c] + b[c]);
+}
+
+static void ref_layernorm_fwd_bf16(uint16_t *out, float *mean, float *rstd, const float *inp, const float *w,
+                                   const float *b, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        ref_layernorm_row_bf16(out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C, w, b, C);
+}
+
+static void ref_residual_layernorm_fwd_bf16(float *res, uint16_t *out, float *mean, float *rstd, const float *a,
+                                            const float *b, const float *w, const float *bias, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *x = res + (size_t)n * C;
+        const float *ar = a + (size_t)n * C, *br = b + (size_t)n * C;
+        for (int c = 0; c < C; c++) x[c] = ar[c] + br[c];
+        ref_layernorm_row_bf16(out + (size_t)n * C, mean + n, rstd + n, x, w, bias, C);
+    }
+}
+
+/* out (n) = bf16(f(inp)): f on chunks of GELU16_CHUNK floats (a stack row), each rounded as it is stored */
+#define GELU16_CHUNK 256
+static void map_bf16(void (*f)(float *, const float *, size_t), uint16_t *out, const float *inp, size_t n) {
+    size_t nchunks = (n + GELU16_CHUNK - 1) / GELU16_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (size_t ch = 0; ch < nchunks; ch++) {
+        float row[GELU16_CHUNK];
+        size_t i0 = ch * GELU16_CHUNK, len = n - i0 < GELU16_CHUNK ? n - i0 : GELU16_CHUNK;
+        f(row, inp + i0, len);
+        for (size_t j = 0; j < len; j++) out[i0 + j] = gptc_f32_to_bf16(row[j]);
+    }
+}
+static void ref_gelu_fwd_bf16(uint16_t *out, const float *inp, size_t n) { map_bf16(ref_f32_gelu_fwd, out, inp, n); }
+static void ref_gelu_erf_fwd_bf16(uint16_t *out, const float *inp, size_t n) {
+    map_bf16(gptc_gelu_erf_fwd_ref, out, inp, n);
+}
+static void ref_gelu_sigmoid_fwd_bf16(uint16_t *out, const float *inp, size_t n) {
+    map_bf16(gptc_gelu_sigmoid_fwd_ref, out, inp, n);
+}
+
 /* x (n) = 0 */
 static void ref_zero(float *x, size_t n) { memset(x, 0, n * sizeof *x); }
 
@@ -77,6 +147,13 @@ static const gptc_kernels g_ref = {
     .dropout = gptc_dropout_apply,
     .zero = ref_zero,
     .grad_sumsq = gptc_grad_sumsq_ref,
+    .layernorm_fwd_bf16 = ref_layernorm_fwd_bf16,
+    .residual_layernorm_fwd_bf16 = ref_residual_layernorm_fwd_bf16,
+    .gelu_fwd_bf16 = ref_gelu_fwd_bf16,
+    .gelu_erf_fwd_bf16 = ref_gelu_erf_fwd_bf16,
+    .gelu_sigmoid_fwd_bf16 = ref_gelu_sigmoid_fwd_bf16,
+    .heads_to_rows_bf16 = gptc_heads_to_rows_bf16,
+    .gemm_bf16_in16 = ref_bf16_gemm_in16,
     .flash_scratch = gptc_flash_scratch_ref,
     .flash_scratch_bf16 = gptc_flash_scratch_bf16_ref,
 };

@@ -19,5 +19,8 @@ float gptc_amx_bf16_probe(long iters);
  * AVX512_BF16 only): for tests of its packing, tile plan and epilogue on CPUs without AMX. */
 void gptc_amx_soft_gemm_bf16(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
                              int ldb, float beta, const float *bias, float *C, int ldc);
+/* gemm_amx_soft.c: its gemm_bf16_in16 (bf16-source operands widened, then the packers above). */
+void gptc_amx_soft_gemm_bf16_in16(int transA, int transB, int M, int N, int K, const void *A, int lda, const void *B,
+                                  int ldb, int in16, float beta, const float *bias, float *C, int ldc);
 
 #endif

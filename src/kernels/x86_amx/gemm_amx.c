@@ -197,6 +197,27 @@ static void pack_b_amx(int trans, const float *X, int ldx, int i0, int k0, int m
     }
 }
 
+/* From bf16 sources (gemm_bf16_in16): the rows i0.. x depths k0.. of op(X) widened to fp32 in a
+ * thread-local block (exact), then the packers above (whose rounding leaves bf16 values unchanged), so
+ * the panels are the bits the fp32-source packers give for the widened operand. The block is m x kc
+ * floats (at most MC x KC = 1 MiB): scratch the planner does not count. */
+static _Thread_local gptc_workspace tl_widen;
+static const float *widen16(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc) {
+    float *w = gptc_workspace_get(&tl_widen, (size_t)m * kc);
+    for (int i = 0; i < m; i++)
+        for (int k = 0; k < kc; k++) {
+            const uint32_t bits = (uint32_t)(trans ? X[(size_t)(k0 + k) * ldx + i0 + i] : X[(size_t)(i0 + i) * ldx + k0 + k]) << 16;
+            memcpy(w + (size_t)i * kc + k, &bits, sizeof bits); /* row-major m x kc: op(X) as stored untransposed */
+        }
+    return w;
+}
+static void pack16_a_amx(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
+    pack_a_amx(0, widen16(trans, X, ldx, i0, k0, m, kc), kc, 0, 0, m, kc, r, out);
+}
+static void pack16_b_amx(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
+    pack_b_amx(0, widen16(trans, X, ldx, i0, k0, m, kc), kc, 0, 0, m, kc, r, out);
+}
+
 /* Blocking, for Sapphire Rapids (48 KiB L1D, 2 MiB L2 per core, 1.875 MiB L3 per core), not measured
  * (no machine with AMX was at hand): per 32 k the four tdpbf16ps (16 cycles each) read 2 KiB of A and
  * 2 KiB of B. The B micro-panel (KC x 32 bf16 = 64 KC bytes) serves every A micro-panel of the block,
@@ -206,7 +227,7 @@ static void pack_b_amx(int trans, const float *X, int ldx, int i0, int k0, int m
  * amortise the C tile's load and store. MC, NC are multiples of MR, NR. */
 static const gptc_gemm_isa k_isa_amx = {
     .mr = MR, .nr = NR, .mc = 512, .kc = 512, .nc = 2048, .esize = 2, .kstep = KB,
-    .kernel = kernel_amx, .pack = pack_a_amx, .pack_b = pack_b_amx,
+    .kernel = kernel_amx, .pack = pack_a_amx, .pack_b = pack_b_amx, .pack16 = pack16_a_amx, .pack16_b = pack16_b_amx,
     .thread_begin = amx_thread_begin, .thread_end = amx_thread_end,
 };
 
@@ -215,7 +236,16 @@ void gptc_amx_soft_gemm_bf16(int transA, int transB, int M, int N, int K, const 
                              int ldb, float beta, const float *bias, float *C, int ldc) {
     gptc_gemm_blocked(&k_isa_amx, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
 }
+void gptc_amx_soft_gemm_bf16_in16(int transA, int transB, int M, int N, int K, const void *A, int lda, const void *B,
+                                  int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
+    gptc_gemm_blocked_in16(&k_isa_amx, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
+}
 #else
+static void gemm_bf16_in16_amx(int transA, int transB, int M, int N, int K, const void *A, int lda, const void *B,
+                               int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
+    gptc_gemm_blocked_in16(&k_isa_amx, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
+}
+
 static void gemm_bf16_amx(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
                           int ldb, float beta, const float *bias, float *C, int ldc) {
     gptc_gemm_blocked(&k_isa_amx, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
@@ -223,6 +253,7 @@ static void gemm_bf16_amx(int transA, int transB, int M, int N, int K, const flo
 
 void gptc_kernels_overlay_amx(gptc_kernels *k) {
     k->gemm_bf16 = gemm_bf16_amx;
+    k->gemm_bf16_in16 = gemm_bf16_in16_amx;
     k->gemm_bf16_isa = &k_isa_amx;
 }
 

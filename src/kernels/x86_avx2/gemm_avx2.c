@@ -77,9 +77,16 @@ static void gemm_bf16_avx2(int transA, int transB, int M, int N, int K, const fl
     gptc_gemm_blocked(&k_isa_bf16, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
 }
 
+/* gemm_bf16_in16: bf16 operands widened by the portable packer (the panels' fp32 layout) */
+static void gemm_bf16_in16_avx2(int transA, int transB, int M, int N, int K, const void *A, int lda, const void *B,
+                                int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
+    gptc_gemm_blocked_in16(&k_isa_bf16, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
+}
+
 void gptc_avx2_overlay_gemm(gptc_kernels *k) {
     k->gemm = gemm_avx2;
     k->gemm_isa = &k_isa;
     k->gemm_bf16 = gemm_bf16_avx2;
     k->gemm_bf16_isa = &k_isa_bf16;
+    k->gemm_bf16_in16 = gemm_bf16_in16_avx2;
 }

@@ -19,6 +19,16 @@ bool gptc_avx512_bf16_native(void);
  * panels); the table uses it only on such CPUs, tests call it directly. */
 void gptc_avx512_gemm_bf16_emulated(int transA, int transB, int M, int N, int K, const float *A, int lda,
                                     const float *B, int ldb, float beta, const float *bias, float *C, int ldc);
+/* gemm_avx512.c: the same two with operands that may be stored in bf16 (kernels.h gemm_bf16_in16),
+ * and the packers from bf16 sources behind them (fp32 layout; k pairs), for tests */
+void gptc_avx512_gemm_bf16_dp_in16(int transA, int transB, int M, int N, int K, const void *A, int lda,
+                                   const void *B, int ldb, int in16, float beta, const float *bias, float *C, int ldc);
+void gptc_avx512_gemm_bf16_emulated_in16(int transA, int transB, int M, int N, int K, const void *A, int lda,
+                                         const void *B, int ldb, int in16, float beta, const float *bias, float *C,
+                                         int ldc);
+void gptc_avx512_gemm_pack16(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r, void *out);
+void gptc_avx512_gemm_pack16_bf16(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r,
+                                  void *out);
 void gptc_avx512_overlay_elementwise(gptc_kernels *k); /* elementwise_avx512.c */
 void gptc_avx512_overlay_attention(gptc_kernels *k);   /* attention_avx512.c */
 

@@ -1,7 +1,8 @@
 /* gemm_avx512.c — AVX-512 GEMM for the portable blocked driver: 12 x 32 microkernels (two zmm per
  * row, beta and bias in one shared fp32 epilogue) for fp32 (FMA) and bf16 (AVX512_BF16 vdpbf16ps on
  * k pairs), and packers that transpose 16 x 16 tiles of 32-bit words in registers (fp32 values, or
- * pairs of bf16 values). Without AVX512_BF16, gemm_bf16 is the fp32 kernel on bf16-rounded panels. */
+ * pairs of bf16 values; each also from bf16 sources, for gemm_bf16_in16). Without AVX512_BF16, gemm_bf16
+ * is the fp32 kernel on bf16-rounded panels. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -121,10 +122,18 @@ static void kernel_avx512_bf16(int kc, const void *a_, const void *b_, float *re
 
 static inline __mmask16 low_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
-/* The packer contract of gemm_driver.h. trans: each k is a contiguous run of r values (a masked
- * copy); not trans: each row is a contiguous run of k values, moved 16 x 16 at a time through
- * transpose16. Rows past m and k past kc read as zero. */
-static void pack_avx512(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out_) {
+/* The 16 values (lanes of m, the others 0) at X + idx as fp32: floats, or bf16 values (x16) widened. */
+static inline __attribute__((always_inline)) __m512 load_f32(const void *X, int x16, size_t idx, __mmask16 m) {
+    if (!x16) return _mm512_maskz_loadu_ps(m, (const float *)X + idx);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)X + idx);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The packer contract of gemm_driver.h, for fp32 sources or (x16) bf16 ones widened. trans: each k is
+ * a contiguous run of r values (a masked copy); not trans: each row is a contiguous run of k values,
+ * moved 16 x 16 at a time through transpose16. Rows past m and k past kc read as zero. */
+static inline __attribute__((always_inline)) void pack_f32_any(int trans, const void *X, int x16, int ldx, int i0,
+                                                               int k0, int m, int kc, int r, void *out_) {
     float *out = out_;
     for (int p = 0; p < m; p += r) {
         const int rows = m - p < r ? m - p : r;
@@ -133,9 +142,9 @@ static void pack_avx512(int trans, const float *X, int ldx, int i0, int k0, int 
             const int w = r - g < 16 ? r - g : 16, nrow = rows - g < 0 ? 0 : rows - g < w ? rows - g : w;
             const __mmask16 wm = low_mask(w), rm = low_mask(nrow);
             if (trans) {
-                const float *x = X + (size_t)k0 * ldx + i0 + p + g;
+                size_t x = (size_t)k0 * ldx + i0 + p + g;
                 for (int k = 0; k < kc; k++, x += ldx)
-                    _mm512_mask_storeu_ps(o + (size_t)k * r + g, wm, _mm512_maskz_loadu_ps(rm, x));
+                    _mm512_mask_storeu_ps(o + (size_t)k * r + g, wm, load_f32(X, x16, x, rm));
                 continue;
             }
             for (int k = 0; k < kc; k += 16) {
@@ -143,13 +152,20 @@ static void pack_avx512(int trans, const float *X, int ldx, int i0, int k0, int 
                 const __mmask16 km = low_mask(kk);
                 __m512 t[16];
                 for (int i = 0; i < 16; i++)
-                    t[i] = i < nrow ? _mm512_maskz_loadu_ps(km, X + (size_t)(i0 + p + g + i) * ldx + k0 + k)
+                    t[i] = i < nrow ? load_f32(X, x16, (size_t)(i0 + p + g + i) * ldx + k0 + k, km)
                                     : _mm512_setzero_ps();
                 transpose16(t);
                 for (int j = 0; j < kk; j++) _mm512_mask_storeu_ps(o + (size_t)(k + j) * r + g, wm, t[j]);
             }
         }
     }
+}
+
+static void pack_avx512(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
+    pack_f32_any(trans, X, 0, ldx, i0, k0, m, kc, r, out);
+}
+static void pack16_avx512(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
+    pack_f32_any(trans, X, 1, ldx, i0, k0, m, kc, r, out);
 }
 
 /* The bf16 packer (gemm_driver.h layout with s = 2, kcp = kc rounded up to even; values rounded to
@@ -200,6 +216,46 @@ static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0,
     }
 }
 
+/* pack_avx512_bf16 from a bf16 source: the same pairs without the conversion. trans: k's and k+1's
+ * runs of r values side by side in one register, interleaved by the same word permute; not trans: a
+ * row's 32 k values are already the 16 pairs. */
+static void pack16_avx512_bf16(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r,
+                               void *out_) {
+    uint16_t *out = out_;
+    const int kcp = (kc + 1) & ~1;
+    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                                22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int p = 0; p < m; p += r) {
+        const int rows = m - p < r ? m - p : r;
+        uint16_t *o = out + (size_t)p * kcp;
+        for (int g = 0; g < r; g += 16) {
+            const int w = r - g < 16 ? r - g : 16, nrow = rows - g < 0 ? 0 : rows - g < w ? rows - g : w;
+            const __mmask16 wm = low_mask(w), rm = low_mask(nrow);
+            if (trans) {
+                const uint16_t *x = X + (size_t)k0 * ldx + i0 + p + g;
+                for (int k = 0; k < kc; k += 2, x += 2 * (size_t)ldx) {
+                    const __m256i lo = _mm256_maskz_loadu_epi16(rm, x);
+                    const __m256i hi = k + 1 < kc ? _mm256_maskz_loadu_epi16(rm, x + ldx) : _mm256_setzero_si256();
+                    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                    _mm512_mask_storeu_epi32(o + (size_t)k * r + 2 * g, wm, _mm512_permutexvar_epi16(interleave, both));
+                }
+                continue;
+            }
+            for (int k = 0; k < kc; k += 32) {
+                const int kk = kc - k < 32 ? kc - k : 32;
+                const __mmask32 km = kk >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << kk) - 1);
+                __m512 t[16];
+                for (int i = 0; i < 16; i++)
+                    t[i] = i < nrow ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(km, X + (size_t)(i0 + p + g + i) * ldx + k0 + k))
+                                    : _mm512_setzero_ps();
+                transpose16(t);
+                for (int j = 0; j < (kk + 1) / 2; j++)
+                    _mm512_mask_storeu_epi32(o + (size_t)(k + 2 * j) * r + 2 * g, wm, (__m512i)t[j]);
+            }
+        }
+    }
+}
+
 /* Blocking: gptc_gemm_block_for_caches sets mc, kc, nc and the loop order from this CPU's caches when
  * the overlay is installed (gemm_driver.c gives the rules and the measurements). The values below are
  * the fallback when the cache sizes are unknown: Zen 4's (1 MiB L2, 32 MiB L3), where KC = 768 covers
@@ -209,12 +265,12 @@ static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0,
  * and columns — so gemm_bf16 never needs more packing bytes than the fp32 gemm on the same shape. */
 static gptc_gemm_isa k_isa = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .esize = 4, .kstep = 1,
-    .kernel = kernel_avx512, .pack = pack_avx512,
+    .kernel = kernel_avx512, .pack = pack_avx512, .pack16 = pack16_avx512,
 };
 
 static gptc_gemm_isa k_isa_bf16 = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 1536, .nc = 3072, .esize = 2, .kstep = 2,
-    .kernel = kernel_avx512_bf16, .pack = pack_avx512_bf16,
+    .kernel = kernel_avx512_bf16, .pack = pack_avx512_bf16, .pack16 = pack16_avx512_bf16,
 };
 
 /* No AVX512_BF16, or an Intel core, where vdpbf16ps issues at half the FMA rate (measured on a Xeon,
@@ -222,7 +278,7 @@ static gptc_gemm_isa k_isa_bf16 = {
  * panels rounded to bf16 (same workspace as gemm); products of bf16 values are exact in fp32. */
 static gptc_gemm_isa k_isa_bf16_emulated = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .esize = 4, .kstep = 1, .round_bf16 = 1,
-    .kernel = kernel_avx512, .pack = pack_avx512,
+    .kernel = kernel_avx512, .pack = pack_avx512, .pack16 = pack16_avx512,
 };
 
 static void gemm_avx512(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
@@ -238,6 +294,17 @@ void gptc_avx512_gemm_bf16_dp(int transA, int transB, int M, int N, int K, const
 void gptc_avx512_gemm_bf16_emulated(int transA, int transB, int M, int N, int K, const float *A, int lda,
                                     const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     gptc_gemm_blocked(&k_isa_bf16_emulated, transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
+}
+
+void gptc_avx512_gemm_bf16_dp_in16(int transA, int transB, int M, int N, int K, const void *A, int lda,
+                                   const void *B, int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
+    gptc_gemm_blocked_in16(&k_isa_bf16, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
+}
+
+void gptc_avx512_gemm_bf16_emulated_in16(int transA, int transB, int M, int N, int K, const void *A, int lda,
+                                         const void *B, int ldb, int in16, float beta, const float *bias, float *C,
+                                         int ldc) {
+    gptc_gemm_blocked_in16(&k_isa_bf16_emulated, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
 }
 
 /* Whether gemm_bf16 runs vdpbf16ps: where the CPU has it and it is not slower than fp32 FMAs on
@@ -256,11 +323,21 @@ void gptc_avx512_overlay_gemm(gptc_kernels *k) {
     k->gemm_isa = &k_isa;
     bool native = gptc_avx512_bf16_native();
     k->gemm_bf16 = native ? gptc_avx512_gemm_bf16_dp : gptc_avx512_gemm_bf16_emulated;
+    k->gemm_bf16_in16 = native ? gptc_avx512_gemm_bf16_dp_in16 : gptc_avx512_gemm_bf16_emulated_in16;
     k->gemm_bf16_isa = native ? &k_isa_bf16 : &k_isa_bf16_emulated;
 }
 
 void gptc_avx512_gemm_pack(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
     pack_avx512(trans, X, ldx, i0, k0, m, kc, r, out);
+}
+
+void gptc_avx512_gemm_pack16(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
+    pack16_avx512(trans, X, ldx, i0, k0, m, kc, r, out);
+}
+
+void gptc_avx512_gemm_pack16_bf16(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r,
+                                  void *out) {
+    pack16_avx512_bf16(trans, X, ldx, i0, k0, m, kc, r, out);
 }
 
 void gptc_avx512_gemm_pack_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
