@@ -221,4 +221,20 @@ double gptc_peak_cache_offer(const char *cache_dir, int bf16, int threads, doubl
 /* The path of that cache file, into buf. */
 void gptc_peak_cache_file(const char *cache_dir, char *buf, size_t cap);
 
+/* Memory bandwidth in GB/s with `threads` threads (0: all), STREAM's triad a[i] = b[i] + s*c[i] over
+ * three float arrays of 4x the last-level cache each (64 MiB to 256 MiB, 256 MiB when sysfs does not
+ * say), each thread first-touching the part it streams, best of 5 rounds; counted with STREAM's
+ * convention, 12 bytes per element (the write-allocate read of a is not counted). About 1 s, most of
+ * it faulting the arrays in; 0 when they cannot be mapped. (kernels/peak_bw.c) */
+double gptc_triad_gbps(int threads);
+/* The largest data cache of cpu0 in bytes, from sysfs; 0 when unknown. */
+size_t gptc_llc_bytes(void);
+/* The triad bandwidth from the peak cache above (key "CPU brand|memory|triad|threads"); when none is
+ * cached, measured now and cached if measure_if_missing, else 0. *cached (may be NULL): whether the
+ * figure came from the file. */
+double gptc_triad_cached(const char *cache_dir, int threads, bool measure_if_missing, bool *cached);
+/* Caches gbps, a triad just measured elsewhere (gptc info), if it is larger than the cached figure;
+ * returns the figure now cached. */
+double gptc_triad_cache_offer(const char *cache_dir, int threads, double gbps);
+
 #endif
