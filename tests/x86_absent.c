@@ -5,6 +5,7 @@
 #if !(defined(__x86_64__) || defined(__i386__))
 #include "kernels/attention.h"
 #include "kernels/gelu.h"
+#include "kernels/x86_avx2/avx2.h"
 #include "kernels/x86_avx512/avx512.h"
 
 #include <stdio.h>
@@ -46,6 +47,8 @@ void gptc_avx512_gemm_bf16_emulated(int transA, int transB, int M, int N, int K,
                                     const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     absent(__func__);
 }
+void gptc_avx512_zero_stream(float *x, size_t n) { absent(__func__); }
+void gptc_avx2_zero_stream(float *x, size_t n) { absent(__func__); }
 #else
 typedef int gptc_x86_absent_unused; /* x86: the real kernels are linked; ISO C wants a declaration */
 #endif

@@ -182,7 +182,10 @@ extern const int gptc_kernel_nops;
 /* The variant ("ref", "avx2", "avx512") that provides operator i in table k. */
 const char *gptc_kernels_op_variant(const gptc_kernels *k, int i);
 
-/* The reference grad_sumsq (kernels/ref/sumsq.c): NCHUNK fixed chunks of 8 double lanes, added in chunk order. */
+/* The reference grad_sumsq (kernels/ref/sumsq.c): GPTC_SUMSQ_CHUNKS fixed chunks of ceil(n / chunks)
+ * floats rounded up to a multiple of 8, each summed in 8 double lanes, added in chunk order. The SIMD
+ * variants keep this layout, so every level gives the same bits. */
+#define GPTC_SUMSQ_CHUNKS 64
 double gptc_grad_sumsq_ref(const float *x, size_t n);
 
 /* Per-ISA overlays: each sets the entries its folder implements and leaves the others. */
