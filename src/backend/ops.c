@@ -306,11 +306,6 @@ void gptc_be_crossentropy_bwd(const gptc_backend *be, const char *site, float *d
     xent_end(N, V);
 }
 
-void gptc_be_adamw(const gptc_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-                   float b2, float eps, float wd, float grad_scale, int t) {
-    be->k->adamw(p, g, m, v, n, lr, b1, b2, eps, wd, grad_scale, t);
-}
-
 void gptc_be_adamw_pieces(const gptc_backend *be, const gptc_adamw_piece *pieces, int count, float lr, float b1,
                           float b2, float eps, float grad_scale, int t) {
     if (from_plugin(be, SLOT(adamw))) {

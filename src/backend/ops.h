@@ -114,11 +114,8 @@ void gptc_be_crossentropy_fused(const gptc_backend *be, const char *site, float 
 void gptc_be_crossentropy_bwd(const gptc_backend *be, const char *site, float *dlogits, const float *probs,
                               const int *targets, float dloss, int N, int V, int Vp);
 
-/* The optimizer's entries. AdamW on n floats (kernels.h adamw; no span: the optimizer spans its loop). */
-void gptc_be_adamw(const gptc_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-                   float b2, float eps, float wd, float grad_scale, int t);
-/* One piece of an AdamW update: n floats of p, g, m, v with their weight decay (a tensor, or the part
- * of one inside a ZeRO-1 shard). */
+/* The optimizer's entries. One piece of an AdamW update: n floats of p, g, m, v with their weight
+ * decay (a tensor, or the part of one inside a ZeRO-1 shard). */
 typedef struct gptc_adamw_piece {
     float *p;
     const float *g;
@@ -126,12 +123,12 @@ typedef struct gptc_adamw_piece {
     size_t n;
     float wd;
 } gptc_adamw_piece;
-/* AdamW on each of count pieces (kernels.h adamw, no span). The CPU backend runs them in one parallel
- * region: each thread takes an equal share of the pieces' floats laid end to end (cut at whole
- * 64-byte lines of a piece) and calls the entry on its parts with one thread, so a step wakes the
- * team once instead of once per tensor (on a machine shared with other processes each wake-up can
- * wait for a time slice). The update is elementwise: any split gives the same bits. An entry from a
- * plugin is called as gptc_be_adamw calls it, piece by piece on this thread. */
+/* AdamW on each of count pieces (kernels.h adamw; no span: the optimizer spans its loop). The CPU
+ * backend runs them in one parallel region: each thread takes an equal share of the pieces' floats
+ * laid end to end (cut at whole 64-byte lines of a piece) and calls the entry on its parts with one
+ * thread, so a step wakes the team once instead of once per tensor (on a machine shared with other
+ * processes each wake-up can wait for a time slice). The update is elementwise: any split gives the
+ * same bits. An entry from a plugin is called piece by piece on this thread. */
 void gptc_be_adamw_pieces(const gptc_backend *be, const gptc_adamw_piece *pieces, int count, float lr, float b1,
                           float b2, float eps, float grad_scale, int t);
 /* sum of g[i]^2 over n floats (the global gradient norm's reduction), span "grad_norm" */
