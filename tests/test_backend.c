@@ -1,12 +1,15 @@
 /* test_backend.c — the backend seam (src/backend/backend.h): every level's table has every entry (what a
  * new backend must implement), each level's overlay sets its own flash and GELU-form entries (no other
  * dispatch), GPTC_KERNELS=...,flash=LEVEL pins the four flash entries, the binding picks the
- * precision's GEMM and flash entries, and the CPU memory is the counting allocator the planner checks. */
+ * precision's GEMM and flash entries, the CPU memory is the counting allocator the planner checks, and
+ * the calls that run several buffers in one parallel region (zero, AdamW's pieces) equal the entry on
+ * each buffer for any thread count. */
 #include "test.h"
 #include "backend/backend.h"
 #include "core/core.h"
 #include "kernels/gelu.h"
 
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,4 +105,91 @@ TEST(backend_cpu_memory_is_the_counted_allocator) {
     mem->free(d);
     gptc_alloc_stats(&live2, NULL);
     CHECK_EQ_INT((long long)live2, (long long)live0);
+}
+
+/* ---- the calls that split several buffers over one parallel region: the same result as the entry
+ * on each buffer, for 1, 2 and 3 threads (the cuts fall inside buffers, at ragged lengths) */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) { /* uniform [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) * (1.0 / (1ull << 23)) - 1.0);
+}
+
+TEST(backend_zero_several_buffers_in_one_region) {
+    static const size_t lens[] = {1, 17, 0, 100003, 33, 70000, 5};
+    enum { NBUF = sizeof lens / sizeof *lens, GUARD = 16 };
+    for (int l = 0; l < 3; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        gptc_backend be;
+        gptc_backend_bind(&be, gptc_backend_cpu_memory(), k, GPTC_PRECISION_FP32, true);
+        for (int th = 1; th <= 3; th++) {
+            float *bufs[NBUF], *blocks[NBUF];
+            for (int i = 0; i < NBUF; i++) {
+                blocks[i] = malloc((lens[i] + 2 * GUARD) * sizeof(float));
+                for (size_t j = 0; j < lens[i] + 2 * GUARD; j++) blocks[i][j] = 3.5f;
+                bufs[i] = blocks[i] + GUARD;
+            }
+            int saved = omp_get_max_threads();
+            omp_set_num_threads(th);
+            gptc_be_zero(&be, GPTC_PROF_BWD, "zero.test", -1, NBUF, bufs, lens);
+            omp_set_num_threads(saved);
+            for (int i = 0; i < NBUF; i++) {
+                size_t bad = 0;
+                for (size_t j = 0; j < lens[i] + 2 * GUARD; j++) {
+                    bool inside = j >= GUARD && j < GUARD + lens[i];
+                    if (blocks[i][j] != (inside ? 0.0f : 3.5f)) bad++;
+                }
+                CHECK_MSG(bad == 0, "%s, %d threads: buffer %d (%zu floats): %zu floats wrong", k_levels[l], th, i,
+                          lens[i], bad);
+                free(blocks[i]);
+            }
+        }
+    }
+}
+
+TEST(backend_adamw_pieces_equal_the_entry_per_piece) {
+    static const size_t lens[] = {768, 50001, 3, 0, 2304 * 7 + 5, 16, 40000};
+    enum { NP = sizeof lens / sizeof *lens, ARR = 4 };
+    size_t total = 0;
+    for (int i = 0; i < NP; i++) total += lens[i];
+    float *init[ARR];
+    for (int a = 0; a < ARR; a++) {
+        init[a] = malloc(total * sizeof(float));
+        for (size_t j = 0; j < total; j++) init[a][j] = a == 3 ? 1e-4f * (frand() + 1) : frand();
+    }
+    for (int l = 0; l < 3; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        gptc_backend be;
+        gptc_backend_bind(&be, gptc_backend_cpu_memory(), k, GPTC_PRECISION_FP32, true);
+        /* the yardstick: the entry once per piece; then the pieces on 1, 2 and 3 threads */
+        float *want[ARR], *got[ARR];
+        for (int a = 0; a < ARR; a++) want[a] = malloc(total * sizeof(float)), got[a] = malloc(total * sizeof(float));
+        for (int a = 0; a < ARR; a++) memcpy(want[a], init[a], total * sizeof(float));
+        size_t off = 0;
+        for (int i = 0; i < NP; off += lens[i], i++)
+            k->adamw(want[0] + off, want[1] + off, want[2] + off, want[3] + off, lens[i], 1e-3f, 0.8f, 0.97f, 1e-6f,
+                     i % 2 ? 0.1f : 0.0f, 0.7f, 3);
+        for (int th = 1; th <= 3; th++) {
+            for (int a = 0; a < ARR; a++) memcpy(got[a], init[a], total * sizeof(float));
+            gptc_adamw_piece pieces[NP];
+            off = 0;
+            for (int i = 0; i < NP; off += lens[i], i++)
+                pieces[i] = (gptc_adamw_piece){got[0] + off, got[1] + off, got[2] + off, got[3] + off, lens[i],
+                                               i % 2 ? 0.1f : 0.0f};
+            int saved = omp_get_max_threads();
+            omp_set_num_threads(th);
+            gptc_be_adamw_pieces(&be, pieces, NP, 1e-3f, 0.8f, 0.97f, 1e-6f, 0.7f, 3);
+            omp_set_num_threads(saved);
+            for (int a = 0; a < ARR; a++)
+                CHECK_MSG(memcmp(got[a], want[a], total * sizeof(float)) == 0, "%s, %d threads: array %d differs",
+                          k_levels[l], th, a);
+        }
+        for (int a = 0; a < ARR; a++) free(want[a]), free(got[a]);
+    }
+    for (int a = 0; a < ARR; a++) free(init[a]);
 }

@@ -183,8 +183,17 @@ TEST(profile_cli_prints_the_table_and_refuses_a_bad_path) {
              "--profile %s",
              test_gptc_bin(), test_shakespeare_data(), trace);
     CHECK_EQ_INT(test_run(cmd, &out), 0);
-    const char *want[] = {"operator", "% peak", "qkv.fwd", "attn.flash_bwd", "mlp.fc.dw.bwd", "adamw", "coverage"};
+    const char *want[] = {"operator", "% peak", "% bw", "qkv.fwd", "attn.flash_bwd", "mlp.fc.dw.bwd", "adamw", "coverage",
+                          "against the measured memory bandwidth"};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) CHECK_MSG(strstr(out, want[i]), "no %s in:\n%s", want[i], out);
+    /* a memory-bound row has its % of the triad bandwidth: adamw's last column is a number */
+    const char *row = strstr(out, "\nadamw ");
+    CHECK_MSG(row, "no adamw row in:\n%s", out);
+    if (row) {
+        const char *eol = strchr(row + 1, '\n'), *last = eol;
+        while (last > row && last[-1] != ' ') last--;
+        CHECK_MSG(eol && strtod(last, NULL) > 0, "adamw row without %% bw: %.*s", eol ? (int)(eol - row) : 0, row);
+    }
     CHECK(gptc_is_file(trace));
     free(out);
 

@@ -1,6 +1,6 @@
 /* test_trainlog.c — the pieces behind gptc train's per-step log: the rolling step-time statistics,
- * the cached peak (hit, miss, corrupt file rewritten), thread pinning (checked the way the kernel
- * sees it, in /proc/self/task/ * /status), and --pin / --log through the CLI. */
+ * the cached peak (hit, miss, corrupt file rewritten) and triad bandwidth, thread pinning (checked the
+ * way the kernel sees it, in /proc/self/task/ * /status), and --pin / --log through the CLI. */
 #include "test.h"
 #include "core/core.h"
 #include "io/io.h"
@@ -79,6 +79,41 @@ TEST(trainlog_peak_cache) {
     CHECK(gptc_peak_cache_offer(dir, 0, 1, 5.0) == 1e12);
     CHECK(gptc_peak_cache_offer(dir, 0, 1, 2e12) == 2e12);
     CHECK(gptc_peak_cached(dir, 0, 1, NULL, &cached) == 2e12 && cached);
+}
+
+/* The triad bandwidth: measured once and cached beside the FLOP/s peaks (its own key per thread count,
+ * the larger of old and new kept); a lookup alone never probes. */
+TEST(trainlog_triad_cache) {
+    char dir[512], path[600];
+    test_dir("triad-", "cache", dir, sizeof dir);
+    test_path(path, sizeof path, "%s/peak.json", dir);
+    bool cached = true;
+    CHECK(gptc_triad_cached(dir, 1, false, &cached) == 0 && !cached && !gptc_is_file(path));
+    double t0 = gptc_now();
+    double a = gptc_triad_cached(dir, 1, true, &cached);
+    printf("    triad on 1 thread: %.1f GB/s, probe %.2f s (last-level cache %.0f MiB)\n", a, gptc_now() - t0,
+           gptc_llc_bytes() / 1048576.0);
+    CHECK(a > 0 && !cached && gptc_is_file(path));
+    CHECK(gptc_triad_cached(dir, 1, false, &cached) == a && cached);
+    CHECK(gptc_triad_cached(dir, 1, true, &cached) == a && cached);
+    CHECK(gptc_triad_cached(dir, 2, false, &cached) == 0 && !cached); /* another thread count, another entry */
+    /* offered figures: a lower one leaves the entry, a higher one replaces it, 0 changes nothing */
+    CHECK(gptc_triad_cache_offer(dir, 1, a / 2) == a);
+    CHECK(gptc_triad_cache_offer(dir, 1, 0) == a);
+    CHECK(gptc_triad_cache_offer(dir, 1, 1e6) == 1e6);
+    CHECK(gptc_triad_cached(dir, 1, true, &cached) == 1e6 && cached);
+    /* beside a FLOP/s peak in the same file: neither entry disturbs the other */
+    CHECK(gptc_peak_cache_offer(dir, 0, 1, 7.0) == 7.0);
+    CHECK(gptc_peak_cached(dir, 0, 1, NULL, &cached) == 7.0 && cached);
+    CHECK(gptc_triad_cached(dir, 1, false, &cached) == 1e6 && cached);
+    char key[300], *text = NULL;
+    size_t len = 0;
+    snprintf(key, sizeof key, "%s|memory|triad|1", gptc_cpu()->brand);
+    CHECK_OK(gptc_file_read_all(path, &text, &len));
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    CHECK_MSG(cJSON_IsObject(root) && cJSON_GetArraySize(root) == 2 && cJSON_GetObjectItem(root, key), "cache: %s", text);
+    cJSON_Delete(root);
+    gptc_free(text);
 }
 
 /* The Cpus_allowed_list of every thread of this process, joined with ';' into buf; returns the count. */

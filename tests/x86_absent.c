@@ -6,6 +6,7 @@
 #include "kernels/attention.h"
 #include "kernels/gelu.h"
 #include "kernels/x86_amx/amx.h"
+#include "kernels/x86_avx2/avx2.h"
 #include "kernels/x86_avx512/avx512.h"
 
 #include <stdio.h>
@@ -86,6 +87,8 @@ void gptc_amx_soft_gemm_bf16_in16(int transA, int transB, int M, int N, int K, c
                                   int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
     absent(__func__);
 }
+void gptc_avx512_zero_stream(float *x, size_t n) { absent(__func__); }
+void gptc_avx2_zero_stream(float *x, size_t n) { absent(__func__); }
 #else
 typedef int gptc_x86_absent_unused; /* x86: the real kernels are linked; ISO C wants a declaration */
 #endif

@@ -14,6 +14,8 @@
 #include "core/core.h"
 #include "kernels/gelu.h"
 
+#include <omp.h>
+
 #define EW_LN_FWD 8 /* mean, variance, normalise, scale and shift */
 #define EW_LN_BWD 14
 #define EW_GELU_FWD 12
@@ -255,15 +257,50 @@ const float *gptc_be_dropout_bwd(const gptc_backend *be, const char *site, int l
     return out;
 }
 
+/* ---- several buffers in one parallel region: thread j of nt takes the j-th share of their floats laid
+ * end to end, cut at whole lines of 16 floats (64 bytes) of a buffer, and runs the entry on its part of
+ * each with one thread (the entry's own parallel loop nests inside this region). Both neighbours of a
+ * cut compute the same cut, so the parts tile every buffer exactly. */
+
+/* Thread j's share [a, b) of total floats, in whole lines. */
+static void share_of(size_t total, size_t *a, size_t *b) {
+    size_t nt = (size_t)omp_get_num_threads(), j = (size_t)omp_get_thread_num();
+    size_t per = ((total + 15) / 16 + nt - 1) / nt * 16;
+    *a = j * per < total ? j * per : total;
+    *b = *a + per < total ? *a + per : total;
+}
+
+/* Where the end-to-end position x cuts a buffer of n floats that starts at position base: 0 before
+ * it, n after it, else x - base rounded down to a whole line. */
+static size_t cut_at(size_t x, size_t base, size_t n) {
+    if (x <= base) return 0;
+    if (x >= base + n) return n;
+    return (x - base) & ~(size_t)15;
+}
+
+/* Whether entry `slot` of the bound table came from a plugin (which is called only from this thread). */
+static bool from_plugin(const gptc_backend *be, size_t slot) { return be->k->labels && be->k->labels[slot]; }
+
 void gptc_be_zero(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int count, float *const bufs[],
                   const size_t n[]) {
     gptc_prof_begin(cat, span(be, SLOT(zero), site), l);
-    double total = 0;
-    for (int i = 0; i < count; i++) {
-        be->k->zero(bufs[i], n[i]);
-        total += (double)n[i];
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += n[i];
+    if (count == 1 || from_plugin(be, SLOT(zero))) { /* one buffer: the entry's own threads, its own choice of stores */
+        for (int i = 0; i < count; i++) be->k->zero(bufs[i], n[i]);
+    } else {
+#pragma omp parallel
+        {
+            size_t a, b, base = 0;
+            share_of(total, &a, &b);
+            omp_set_num_threads(1); /* this thread's nested regions: the entry's loop runs here */
+            for (int i = 0; i < count; base += n[i], i++) {
+                size_t lo = cut_at(a, base, n[i]), hi = cut_at(b, base, n[i]);
+                if (lo < hi) be->k->zero(bufs[i] + lo, hi - lo);
+            }
+        }
     }
-    gptc_prof_end(0, F32 * total);
+    gptc_prof_end(0, F32 * (double)total);
 }
 
 /* The cost of a softmax cross-entropy pass over N rows of V logits, read and written in place. */
@@ -294,9 +331,29 @@ void gptc_be_crossentropy_bwd(const gptc_backend *be, const char *site, float *d
     xent_end(N, V);
 }
 
-void gptc_be_adamw(const gptc_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-                   float b2, float eps, float wd, float grad_scale, int t) {
-    be->k->adamw(p, g, m, v, n, lr, b1, b2, eps, wd, grad_scale, t);
+void gptc_be_adamw_pieces(const gptc_backend *be, const gptc_adamw_piece *pieces, int count, float lr, float b1,
+                          float b2, float eps, float grad_scale, int t) {
+    if (from_plugin(be, SLOT(adamw))) {
+        for (int i = 0; i < count; i++) {
+            const gptc_adamw_piece *x = &pieces[i];
+            be->k->adamw(x->p, x->g, x->m, x->v, x->n, lr, b1, b2, eps, x->wd, grad_scale, t);
+        }
+        return;
+    }
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += pieces[i].n;
+#pragma omp parallel
+    {
+        size_t a, b, base = 0;
+        share_of(total, &a, &b);
+        omp_set_num_threads(1); /* this thread's nested regions: the entry's loop runs here */
+        for (int i = 0; i < count; base += pieces[i].n, i++) {
+            const gptc_adamw_piece *x = &pieces[i];
+            size_t lo = cut_at(a, base, x->n), hi = cut_at(b, base, x->n);
+            if (lo < hi)
+                be->k->adamw(x->p + lo, x->g + lo, x->m + lo, x->v + lo, hi - lo, lr, b1, b2, eps, x->wd, grad_scale, t);
+        }
+    }
 }
 
 double gptc_be_grad_sumsq(const gptc_backend *be, const float *g, size_t n) {

@@ -104,7 +104,9 @@ void gptc_be_dropout_fwd(const gptc_backend *be, const char *site, int l, float 
 const float *gptc_be_dropout_bwd(const gptc_backend *be, const char *site, int l, float *out, const float *dout,
                                  size_t n, float p, uint64_t seed, uint64_t stream);
 
-/* bufs[i] (n[i]) = 0 for i < count, one span of category cat */
+/* bufs[i] (n[i]) = 0 for i < count, one span of category cat. Several buffers are zeroed in one
+ * parallel region (each thread its share of them, the zero entry with one thread): the team is woken
+ * once, not once per buffer. */
 void gptc_be_zero(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int count, float *const bufs[],
                   const size_t n[]);
 
@@ -118,9 +120,23 @@ void gptc_be_crossentropy_fused(const gptc_backend *be, const char *site, float 
 void gptc_be_crossentropy_bwd(const gptc_backend *be, const char *site, float *dlogits, const float *probs,
                               const int *targets, float dloss, int N, int V, int Vp);
 
-/* The optimizer's entries. AdamW on n floats (kernels.h adamw; no span: the optimizer spans its loop). */
-void gptc_be_adamw(const gptc_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-                   float b2, float eps, float wd, float grad_scale, int t);
+/* The optimizer's entries. One piece of an AdamW update: n floats of p, g, m, v with their weight
+ * decay (a tensor, or the part of one inside a ZeRO-1 shard). */
+typedef struct gptc_adamw_piece {
+    float *p;
+    const float *g;
+    float *m, *v;
+    size_t n;
+    float wd;
+} gptc_adamw_piece;
+/* AdamW on each of count pieces (kernels.h adamw; no span: the optimizer spans its loop). The CPU
+ * backend runs them in one parallel region: each thread takes an equal share of the pieces' floats
+ * laid end to end (cut at whole 64-byte lines of a piece) and calls the entry on its parts with one
+ * thread, so a step wakes the team once instead of once per tensor (on a machine shared with other
+ * processes each wake-up can wait for a time slice). The update is elementwise: any split gives the
+ * same bits. An entry from a plugin is called piece by piece on this thread. */
+void gptc_be_adamw_pieces(const gptc_backend *be, const gptc_adamw_piece *pieces, int count, float lr, float b1,
+                          float b2, float eps, float grad_scale, int t);
 /* sum of g[i]^2 over n floats (the global gradient norm's reduction), span "grad_norm" */
 double gptc_be_grad_sumsq(const gptc_backend *be, const float *g, size_t n);
 

@@ -1,4 +1,5 @@
-/* cmd_info.c — `gptc info`: the CPU's features, the kernel variant of every operator, presets. */
+/* cmd_info.c — `gptc info`: the CPU's features, the kernel variant of every operator, the measured FLOP/s
+ * peaks and memory bandwidth, presets. */
 #include "cli/commands.h"
 #include "core/core.h"
 #include "kernels/kernels.h"
@@ -11,7 +12,7 @@
 
 int gptc_cmd_info(int argc, char **argv) {
     if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
-        printf("usage: gptc info\nShows the CPU, the kernel variant of every operator, the model presets and the GELU forms.\n");
+        printf("usage: gptc info\nShows the CPU, the kernel variant of every operator, the measured FMA peaks and memory bandwidth, the model presets and the GELU forms.\n");
         return 0;
     }
     if (argc > 0) {
@@ -51,11 +52,22 @@ int gptc_cmd_info(int argc, char **argv) {
                strcmp(gptc_peak_bf16_kind(), "amx_bf16") == 0 ? "AMX tdpbf16ps" : "vdpbf16ps", b1, bn, gptc_threads());
     else
         printf("peak (bf16): no AVX512_BF16 (gemm_bf16 rounds operands and uses fp32 FMAs)\n");
-    /* what training measures MFU against: these probes update its cache where they read higher */
+    double m1 = gptc_triad_gbps(1), mn = gptc_triad_gbps(0);
+    size_t llc = gptc_llc_bytes();
+    if (m1 > 0)
+        printf("memory bandwidth (measured, STREAM triad a = b + s*c, 12 bytes/element): %.1f GB/s on 1 thread, "
+               "%.1f GB/s on %d threads (arrays of 4x the %.0f MiB last-level cache, at most 256 MiB)\n",
+               m1, mn, gptc_threads(), llc / 1048576.0);
+    else
+        printf("memory bandwidth: the triad's arrays could not be mapped\n");
+    /* what training measures MFU and the profile's %% bw against: these probes update its cache where
+     * they read higher */
     if (p1 > 0) gptc_peak_cache_offer(NULL, 0, 1, round(p1 * 100) / 100);
     if (pn > 0) gptc_peak_cache_offer(NULL, 0, 0, round(pn * 100) / 100);
     if (b1 > 0) gptc_peak_cache_offer(NULL, 1, 1, round(b1 * 100) / 100);
     if (bn > 0) gptc_peak_cache_offer(NULL, 1, 0, round(bn * 100) / 100);
+    if (m1 > 0) gptc_triad_cache_offer(NULL, 1, round(m1 * 100) / 100);
+    if (mn > 0) gptc_triad_cache_offer(NULL, 0, round(mn * 100) / 100);
     char cache[4096];
     gptc_peak_cache_file(NULL, cache, sizeof cache);
     printf("peak cache (the larger of these and earlier probes, per thread count): %s\n", cache);

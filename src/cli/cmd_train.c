@@ -282,7 +282,9 @@ static void log_paths(progress *p, const train_cli *c, int rank) {
 
 /* Before the run: the threads, --pin's binding, and on rank 0 the peak the MFU is measured against
  * (cached per machine, measured the first time; tokens/s counts every rank's tokens, so it is set
- * against every rank's peak as rank 0 measures it). False when pinning fails. */
+ * against every rank's peak as rank 0 measures it) and the memory bandwidth (the triad on one rank's
+ * threads; measured when --profile needs it and none is cached, else only read from the cache).
+ * False when pinning fails. */
 static bool probe(progress *p, const train_cli *c, int rank) {
     gptc_set_threads(c->t.threads);
     p->threads = gptc_threads();
@@ -300,6 +302,7 @@ static bool probe(progress *p, const train_cli *c, int rank) {
     if (rank == 0) {
         p->peak = gptc_peak_cached(NULL, c->t.dtype == GPTC_PRECISION_BF16, p->threads, &p->peak_kind, &p->peak_cached);
         p->peak *= gptc_dist_world();
+        p->bw = gptc_triad_cached(NULL, p->threads, c->t.profile != NULL, &p->bw_cached);
     }
     return true;
 }

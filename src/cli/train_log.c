@@ -80,6 +80,7 @@ static int start_record(progress *p, const gptc_step_info *in) {
     cJSON_AddBoolToObject(rec, "numa", p->c->numa);
     cJSON_AddNumberToObject(rec, "peak_gflops", p->peak);
     cJSON_AddStringToObject(rec, "peak_kind", p->peak_kind);
+    if (p->bw > 0) cJSON_AddNumberToObject(rec, "triad_gbps", p->bw);
     cJSON_AddNumberToObject(rec, "flops_per_token", p->flops);
     cJSON_AddStringToObject(rec, "cpu", gptc_cpu()->brand);
     return log_record(p, rec);
@@ -121,6 +122,9 @@ static int on_start(progress *p, const gptc_step_info *in) {
         if (p->peak > 0)
             printf("MFU against the %s peak %.1f GFLOP/s on %d threads%s (%s), %.3g model FLOPs/token\n", p->peak_kind,
                    p->peak, p->threads, world > 1 ? " x ranks" : "", p->peak_cached ? "cached" : "measured now", p->flops);
+        if (p->bw > 0)
+            printf("memory bandwidth (STREAM triad, 12 bytes/element) %.1f GB/s on %d threads%s (%s)\n", p->bw,
+                   p->threads, world > 1 ? " per rank" : "", p->bw_cached ? "cached" : "measured now");
         if (p->log) printf("log: %s\n", p->log_path);
         if (in->first_step) printf("resuming from step %d\n", in->first_step);
         fflush(stdout);
@@ -331,7 +335,7 @@ void train_log_summary(progress *p, const gptc_train_result *r) {
                p->flops, achieved, p->peak_kind, p->peak, p->threads, r->world > 1 ? " x ranks" : "", 100.0 * achieved / p->peak);
     if (p->c->t.profile) {
         printf("profile: trace written to %s (rank 0's operators below)\n", p->c->t.profile);
-        gptc_prof_print_table(stdout, p->peak / r->world, p->peak_kind);
+        gptc_prof_print_table(stdout, p->peak / r->world, p->peak_kind, p->bw);
         gptc_prof_free();
     }
 }

@@ -42,6 +42,8 @@ typedef struct progress {
     double peak;        /* GFLOP/s the MFU is measured against (0: unknown), probed before the run */
     const char *peak_kind;
     bool peak_cached;   /* the peak came from the cache */
+    double bw;          /* GB/s, the STREAM triad on this rank's threads the profile's % bw divides by (0: unknown) */
+    bool bw_cached;     /* bw came from the cache */
     char pinned[256];   /* " | pinned to CPUs 0,1" with --pin, else "" */
     double flops;       /* model FLOPs per token */
     int threads;

@@ -210,7 +210,10 @@ extern const int gptc_kernel_nops;
 /* The variant ("ref", "avx2", "avx512", "amx") that provides operator i in table k. */
 const char *gptc_kernels_op_variant(const gptc_kernels *k, int i);
 
-/* The reference grad_sumsq (kernels/ref/sumsq.c): NCHUNK fixed chunks of 8 double lanes, added in chunk order. */
+/* The reference grad_sumsq (kernels/ref/sumsq.c): GPTC_SUMSQ_CHUNKS fixed chunks of ceil(n / chunks)
+ * floats rounded up to a multiple of 8, each summed in 8 double lanes, added in chunk order. The SIMD
+ * variants keep this layout, so every level gives the same bits. */
+#define GPTC_SUMSQ_CHUNKS 64
 double gptc_grad_sumsq_ref(const float *x, size_t n);
 
 /* Per-ISA overlays: each sets the entries its folder implements and leaves the others. */
@@ -257,5 +260,21 @@ double gptc_peak_remeasure(const char *cache_dir, int bf16, int threads);
 double gptc_peak_cache_offer(const char *cache_dir, int bf16, int threads, double gflops);
 /* The path of that cache file, into buf. */
 void gptc_peak_cache_file(const char *cache_dir, char *buf, size_t cap);
+
+/* Memory bandwidth in GB/s with `threads` threads (0: all), STREAM's triad a[i] = b[i] + s*c[i] over
+ * three float arrays of 4x the last-level cache each (64 MiB to 256 MiB, 256 MiB when sysfs does not
+ * say), each thread first-touching the part it streams, best of 5 rounds; counted with STREAM's
+ * convention, 12 bytes per element (the write-allocate read of a is not counted). About 1 s, most of
+ * it faulting the arrays in; 0 when they cannot be mapped. (kernels/peak_bw.c) */
+double gptc_triad_gbps(int threads);
+/* The largest data cache of cpu0 in bytes, from sysfs; 0 when unknown. */
+size_t gptc_llc_bytes(void);
+/* The triad bandwidth from the peak cache above (key "CPU brand|memory|triad|threads"); when none is
+ * cached, measured now and cached if measure_if_missing, else 0. *cached (may be NULL): whether the
+ * figure came from the file. */
+double gptc_triad_cached(const char *cache_dir, int threads, bool measure_if_missing, bool *cached);
+/* Caches gbps, a triad just measured elsewhere (gptc info), if it is larger than the cached figure;
+ * returns the figure now cached. */
+double gptc_triad_cache_offer(const char *cache_dir, int threads, double gbps);
 
 #endif

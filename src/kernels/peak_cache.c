@@ -1,5 +1,5 @@
-/* peak_cache.c — the measured peak, cached per machine in a small JSON file so that every training
- * run after the first skips the ~0.4 s probe. */
+/* peak_cache.c — the measured peaks (fp32 and bf16 FLOP/s, the triad's memory bandwidth), cached per
+ * machine in a small JSON file so that every training run after the first skips the probes. */
 #include "kernels/kernels.h"
 #include "core/core.h"
 #include "io/io.h"
@@ -24,20 +24,32 @@ void gptc_peak_cache_file(const char *cache_dir, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/peak.json", dir);
 }
 
-/* The cached figure, or (when there is none, or with force) a measurement now, stored as the larger
- * of it and the cached one: a probe disturbed by other processes reads low, never high. */
-static double peak_entry(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached, bool force,
-                         double given) {
+/* What a cache entry holds: the fp32 or bf16 FLOP/s peak, or the triad's GB/s. */
+typedef enum { PROBE_FP32, PROBE_BF16, PROBE_TRIAD } probe_kind;
+
+/* How an entry is read: the cached figure or none (LOOKUP), the cached figure or a measurement (CACHED),
+ * a measurement now (FORCE), or a figure measured elsewhere (OFFER). */
+typedef enum { LOOKUP, CACHED, FORCE, OFFER } entry_mode;
+
+static double measure(probe_kind what, int nt) {
+    if (what == PROBE_TRIAD) return gptc_triad_gbps(nt);
+    return what == PROBE_BF16 ? gptc_peak_bf16_gflops(nt) : gptc_peak_gflops(nt);
+}
+
+/* The cached figure, or (when there is none, or with FORCE / OFFER) a measurement now (or `given`),
+ * stored as the larger of it and the cached one: a probe disturbed by other processes reads low,
+ * never high. The key is "CPU brand|ISA level|fp32 or bf16|threads" for a FLOP/s peak and
+ * "CPU brand|memory|triad|threads" for the bandwidth. */
+static double cache_entry(const char *cache_dir, probe_kind what, int threads, bool *cached, entry_mode mode,
+                          double given) {
     int nt = threads > 0 ? threads : omp_get_max_threads();
     const char *isa = gptc_kernels_level("avx512") ? "avx512" : gptc_kernels_level("avx2") ? "avx2" : "none";
-    bool use_bf16 = bf16 && gptc_gemm_bf16_uses_dpbf16();
-    const char *probe = use_bf16 ? gptc_peak_bf16_kind() : "fp32"; /* "amx_bf16" has its own entries */
-    if (kind) *kind = probe;
     if (cached) *cached = false;
     char dir[2048], path[2100], key[256];
     cache_folder(cache_dir, dir, sizeof dir);
     gptc_peak_cache_file(cache_dir, path, sizeof path);
-    snprintf(key, sizeof key, "%s|%s|%s|%d", gptc_cpu()->brand, isa, probe, nt);
+    if (what == PROBE_TRIAD) snprintf(key, sizeof key, "%s|memory|triad|%d", gptc_cpu()->brand, nt);
+    else snprintf(key, sizeof key, "%s|%s|%s|%d", gptc_cpu()->brand, isa, what == PROBE_BF16 ? gptc_peak_bf16_kind() : "fp32", nt);
 
     char *text = NULL;
     size_t len = 0;
@@ -52,17 +64,16 @@ static double peak_entry(const char *cache_dir, int bf16, int threads, const cha
     }
     const cJSON *hit = root ? cJSON_GetObjectItemCaseSensitive(root, key) : NULL;
     double before = cJSON_IsNumber(hit) && hit->valuedouble > 0 ? hit->valuedouble : 0;
-    if (before > 0 && !force) {
-        double v = before;
+    if ((before > 0 && mode == CACHED) || mode == LOOKUP) {
         cJSON_Delete(root);
-        if (cached) *cached = true;
-        return v;
+        if (cached) *cached = before > 0;
+        return before;
     }
     gptc_clear_error();
-    double peak = given > 0 ? given : use_bf16 ? gptc_peak_bf16_gflops(nt) : gptc_peak_gflops(nt);
-    if (peak <= 0) {
+    double peak = mode == OFFER ? given : measure(what, nt);
+    if (peak <= 0) { /* no FMA (or no memory for the triad); an empty offer leaves the entry as it is */
         cJSON_Delete(root);
-        return 0;
+        return mode == OFFER ? before : 0;
     }
     peak = round(peak * 100) / 100; /* so that the figure read back from the file is the same double */
     if (peak < before) peak = before;
@@ -81,14 +92,29 @@ static double peak_entry(const char *cache_dir, int bf16, int threads, const cha
     return peak;
 }
 
+/* The FLOP/s probe a run of this dtype is measured against: the instruction gemm_bf16 runs — bf16
+ * pairs (vdpbf16ps, or tdpbf16ps on AMX: "amx_bf16" entries of their own) where it uses them, else
+ * fp32 FMAs. */
+static probe_kind flops_kind(int bf16) { return bf16 && gptc_gemm_bf16_uses_dpbf16() ? PROBE_BF16 : PROBE_FP32; }
+
 double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char **kind, bool *cached) {
-    return peak_entry(cache_dir, bf16, threads, kind, cached, false, 0);
+    probe_kind what = flops_kind(bf16);
+    if (kind) *kind = what == PROBE_BF16 ? gptc_peak_bf16_kind() : "fp32";
+    return cache_entry(cache_dir, what, threads, cached, CACHED, 0);
 }
 
 double gptc_peak_remeasure(const char *cache_dir, int bf16, int threads) {
-    return peak_entry(cache_dir, bf16, threads, NULL, NULL, true, 0);
+    return cache_entry(cache_dir, flops_kind(bf16), threads, NULL, FORCE, 0);
 }
 
 double gptc_peak_cache_offer(const char *cache_dir, int bf16, int threads, double gflops) {
-    return peak_entry(cache_dir, bf16, threads, NULL, NULL, true, gflops);
+    return cache_entry(cache_dir, flops_kind(bf16), threads, NULL, OFFER, gflops);
+}
+
+double gptc_triad_cached(const char *cache_dir, int threads, bool measure_if_missing, bool *cached) {
+    return cache_entry(cache_dir, PROBE_TRIAD, threads, cached, measure_if_missing ? CACHED : LOOKUP, 0);
+}
+
+double gptc_triad_cache_offer(const char *cache_dir, int threads, double gbps) {
+    return cache_entry(cache_dir, PROBE_TRIAD, threads, NULL, OFFER, gbps);
 }

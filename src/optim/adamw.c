@@ -11,22 +11,34 @@
 
 #include <math.h>
 
+/* Tensor pieces handed to the backend per call: GPT-2 124M's 148 tensors go in one call (one parallel
+ * region), gpt2-xl's 580 in three. */
+#define ADAMW_BATCH 256
+
 /* AdamW on arena floats [lo, hi): g, m, v hold that range (g[0], m[0], v[0] are parameter lo's),
- * model->params the whole arena. Each tensor's piece inside the range is one kernel call with that
- * tensor's weight decay (wd on decay tensors, 0 on the others); padding between tensors is skipped. */
+ * model->params the whole arena. Each tensor's piece inside the range is updated with that tensor's
+ * weight decay (wd on decay tensors, 0 on the others); padding between tensors is skipped. The pieces
+ * go to the backend in batches, which runs a batch in one parallel region. */
 static void adamw_range(const gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi, float b1,
                         float b2, float eps, float wd, float lr, float grad_scale, int t) {
     const gptc_backend *be = &model->be;
     gptc_be_optim_begin(be, "adamw");
     size_t n = 0; /* parameters updated */
+    gptc_adamw_piece batch[ADAMW_BATCH];
+    int k = 0;
     for (int i = 0; i < model->ntensors; i++) {
         const gptc_tensor_desc *d = &model->tensors[i];
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
         if (a >= b) continue;
-        gptc_be_adamw(be, model->params + a, g + (a - lo), m + (a - lo), v + (a - lo), b - a, lr, b1, b2, eps,
-                      d->decay ? wd : 0.0f, grad_scale, t);
+        batch[k++] = (gptc_adamw_piece){model->params + a, g + (a - lo), m + (a - lo), v + (a - lo), b - a,
+                                        d->decay ? wd : 0.0f};
         n += b - a;
+        if (k == ADAMW_BATCH) {
+            gptc_be_adamw_pieces(be, batch, k, lr, b1, b2, eps, grad_scale, t);
+            k = 0;
+        }
     }
+    if (k) gptc_be_adamw_pieces(be, batch, k, lr, b1, b2, eps, grad_scale, t);
     /* per parameter ~12 FLOPs (moments, bias corrections, sqrt, divide, decay, step); reads p, g, m,
      * v and writes p, m, v (7 floats of 4 bytes) */
     gptc_be_optim_end(be, 12.0 * n, 28.0 * n);

@@ -154,7 +154,7 @@ void gptc_prof_summarise(gptc_prof_summary *s) {
     qsort(s->rows, s->nrows, sizeof s->rows[0], by_time);
 }
 
-void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind) {
+void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind, double bw_gbps) {
     gptc_prof_summary *s = malloc(sizeof *s);
     if (!s) return;
     gptc_prof_summarise(s);
@@ -168,15 +168,18 @@ void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind) {
             s->counted == 1 ? "" : "s", s->steps, per * 1e3);
     if (s->steps == s->counted) fprintf(f, " (a single step: no warm-up left out)");
     if (peak_gflops > 0) fprintf(f, "; %% of peak against the measured %s peak %.1f GFLOP/s", peak_kind, peak_gflops);
-    fprintf(f, "\n%-22s %-9s %7s %10s %9s %7s %9s %8s %7s\n", "operator", "category", "calls", "total ms", "ms/step",
-            "% step", "GFLOP/s", "GB/s", "% peak");
+    if (bw_gbps > 0) fprintf(f, "; %% bw against the measured memory bandwidth %.1f GB/s (STREAM triad)", bw_gbps);
+    fprintf(f, "\n%-22s %-9s %7s %10s %9s %7s %9s %8s %7s %6s\n", "operator", "category", "calls", "total ms", "ms/step",
+            "% step", "GFLOP/s", "GB/s", "% peak", "% bw");
     for (int r = 0; r < s->nrows; r++) {
         const gptc_prof_row *x = &s->rows[r];
         double gf = x->seconds > 0 ? x->flops / x->seconds * 1e-9 : 0, gb = x->seconds > 0 ? x->bytes / x->seconds * 1e-9 : 0;
         fprintf(f, "%-22s %-9s %7ld %10.3f %9.3f %7.2f %9.2f %8.2f", x->name, gptc_prof_cat_name(x->cat), x->calls,
                 x->seconds * 1e3, x->seconds * 1e3 / s->counted, 100 * x->seconds / s->step_seconds, gf, gb);
-        if (peak_gflops > 0 && x->flops > 0) fprintf(f, " %7.2f\n", 100 * gf / peak_gflops);
-        else fprintf(f, " %7s\n", "-");
+        if (peak_gflops > 0 && x->flops > 0) fprintf(f, " %7.2f", 100 * gf / peak_gflops);
+        else fprintf(f, " %7s", "-");
+        if (bw_gbps > 0 && x->bytes > 0) fprintf(f, " %6.1f\n", 100 * gb / bw_gbps);
+        else fprintf(f, " %6s\n", "-");
     }
     fprintf(f, "profile: operators take %.2f of %.2f ms/step (coverage %.1f%%); per step:", s->op_seconds * 1e3 / s->counted,
             per * 1e3, 100 * s->op_seconds / s->step_seconds);

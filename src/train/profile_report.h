@@ -41,9 +41,11 @@ typedef struct gptc_prof_summary {
 /* Aggregates the recorded spans into s. */
 void gptc_prof_summarise(gptc_prof_summary *s);
 
-/* Prints the per-operator table: calls, total ms, ms/step, % of the step, GFLOP/s, GB/s and % of
- * peak_gflops (the run's measured peak for its dtype, named by peak_kind; 0: no % column), then the
- * operators' coverage of the step time and the phases per step. */
-void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind);
+/* Prints the per-operator table: calls, total ms, ms/step, % of the step, GFLOP/s, GB/s, % of
+ * peak_gflops (the run's measured peak for its dtype, named by peak_kind; 0: "-") and % of bw_gbps
+ * (the measured STREAM triad bandwidth on the run's threads, kernels.h gptc_triad_gbps: the bytes of
+ * the cost model in backend/ops.c over the operator's time; 0: "-"), then the operators' coverage
+ * of the step time and the phases per step. */
+void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind, double bw_gbps);
 
 #endif

@@ -2,16 +2,15 @@
  * (optim/optim.h gptc_grad_sumsq), moved here unchanged from optim/schedule.c. */
 #include "kernels/kernels.h"
 
-/* The sum of squares in NCHUNK fixed chunks, each summed in 8 independent double lanes (which the
+/* The sum of squares in GPTC_SUMSQ_CHUNKS fixed chunks, each summed in 8 independent double lanes (which the
  * compiler vectorises, and which keep the adds off one latency chain), then added in chunk order:
  * the same bits for any thread count. x (n). */
-#define NCHUNK 64
 double gptc_grad_sumsq_ref(const float *g, size_t n) {
-    double partial[NCHUNK];
-    size_t per = (n + NCHUNK - 1) / NCHUNK;
+    double partial[GPTC_SUMSQ_CHUNKS];
+    size_t per = (n + GPTC_SUMSQ_CHUNKS - 1) / GPTC_SUMSQ_CHUNKS;
     per = (per + 7) & ~(size_t)7;
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < NCHUNK; c++) {
+    for (int c = 0; c < GPTC_SUMSQ_CHUNKS; c++) {
         size_t lo = (size_t)c * per < n ? (size_t)c * per : n, hi = lo + per < n ? lo + per : n;
         double lane[8] = {0};
         size_t i = lo;
@@ -21,6 +20,6 @@ double gptc_grad_sumsq_ref(const float *g, size_t n) {
         partial[c] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
     }
     double total = 0;
-    for (int c = 0; c < NCHUNK; c++) total += partial[c];
+    for (int c = 0; c < GPTC_SUMSQ_CHUNKS; c++) total += partial[c];
     return total;
 }

@@ -1,0 +1,61 @@
+/* vec_avx512.h — private to src/kernels/x86_avx512: the 16-lane (__m512) vector helpers (vf, vld, vst, masked
+ * tails, ...) over which the shared kernel texts (kernels/elementwise_simd.inc, kernels/memops_simd.inc)
+ * are written. Included only by files compiled with this ISA's flags. */
+#ifndef GPTC_KERNELS_VEC_AVX512_H
+#define GPTC_KERNELS_VEC_AVX512_H
+
+#include <immintrin.h>
+#include <stddef.h>
+
+/* ---- 16-lane vector helpers ---- */
+typedef __m512 vf;
+typedef __mmask16 vm;
+#define W 16
+static inline vm tailmask(size_t n) { return (vm)((1u << n) - 1); } /* lanes 0..n-1, n <= 16 */
+static inline vf vld(const float *p) { return _mm512_loadu_ps(p); }
+static inline vf vldm(const float *p, vm m) { return _mm512_maskz_loadu_ps(m, p); } /* others 0 */
+static inline void vst(float *p, vf x) { _mm512_storeu_ps(p, x); }
+static inline void vstm(float *p, vm m, vf x) { _mm512_mask_storeu_ps(p, m, x); }
+static inline vf vset(float a) { return _mm512_set1_ps(a); }
+static inline vf vadd(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf vsub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+static inline vf vmul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf vdiv(vf a, vf b) { return _mm512_div_ps(a, b); }
+static inline vf vsqrt(vf a) { return _mm512_sqrt_ps(a); }
+static inline vf vmax(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf vmin(vf a, vf b) { return _mm512_min_ps(a, b); }
+static inline vf vabs(vf a) { return _mm512_abs_ps(a); }
+static inline vf vfma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }   /* a b + c */
+static inline vf vfnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } /* c - a b */
+static inline vf vround(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+/* 2^k for integral k in [-127, 127] (k = -127 gives 0) */
+static inline vf vpow2i(vf k) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23));
+}
+static inline vf vsel(vm m, vf a, vf b) { return _mm512_mask_blend_ps(m, a, b); } /* b where m */
+static inline vf vzmask(vm m, vf a) { return _mm512_maskz_mov_ps(m, a); }          /* 0 outside m */
+/* b where x has its sign bit set, else a */
+static inline vf vsel_neg(vf x, vf a, vf b) { return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), a, b); }
+static inline float vhsum(vf a) { return _mm512_reduce_add_ps(a); }
+static inline float vhmax(vf a) { return _mm512_reduce_max_ps(a); }
+
+/* ---- streaming stores and sums of squares (kernels/memops_simd.inc) ---- */
+#define VALIGN 64 /* bytes: vstream's alignment */
+/* a non-temporal store of a whole vector to p (VALIGN-aligned): the line is written without being read */
+static inline void vstream(float *p, vf x) { _mm512_stream_ps(p, x); }
+/* 8 double lanes: lane j of a block of 8 floats accumulates float j's square */
+typedef __m512d vd8;
+static inline vd8 vd8_zero(void) { return _mm512_setzero_pd(); }
+/* acc + x^2 over the 8 floats at p: the square of a float is exact in double, the add rounds once */
+static inline vd8 vd8_add_sq(vd8 acc, const float *p) {
+    __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(p));
+    return _mm512_add_pd(acc, _mm512_mul_pd(x, x));
+}
+/* the same over the first n < 8 floats at p; the other lanes add +0, which leaves them as they are */
+static inline vd8 vd8_add_sq_n(vd8 acc, const float *p, size_t n) {
+    __m512d x = _mm512_cvtps_pd(_mm256_maskz_loadu_ps((__mmask8)((1u << n) - 1), p));
+    return _mm512_add_pd(acc, _mm512_mul_pd(x, x));
+}
+static inline void vd8_store(double *out, vd8 acc) { _mm512_storeu_pd(out, acc); }
+
+#endif
