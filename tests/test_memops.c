@@ -51,7 +51,7 @@ static bool zeroed_exactly(void (*zero)(float *, size_t), size_t n, int off) {
 }
 
 TEST(memops_zero) {
-    static const size_t sizes[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 1000, 4097, 65536, 65536 + 5, 300007};
+    static const size_t sizes[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 1000, 4097, 65536, 65536 + 5, 300007, 600001};
     for (int l = -1; l < NLEVELS; l++) {
         const gptc_kernels *k = l < 0 ? gptc_kernels_ref() : gptc_kernels_level(k_levels[l]);
         if (!k) {

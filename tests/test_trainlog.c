@@ -92,7 +92,7 @@ TEST(trainlog_triad_cache) {
     double t0 = gptc_now();
     double a = gptc_triad_cached(dir, 1, true, &cached);
     printf("    triad on 1 thread: %.1f GB/s, probe %.2f s (last-level cache %.0f MiB)\n", a, gptc_now() - t0,
-           gptc_llc_bytes() / 1048576.0);
+           gptc_cache_bytes(0) / 1048576.0);
     CHECK(a > 0 && !cached && gptc_is_file(path));
     CHECK(gptc_triad_cached(dir, 1, false, &cached) == a && cached);
     CHECK(gptc_triad_cached(dir, 1, true, &cached) == a && cached);

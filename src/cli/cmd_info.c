@@ -53,7 +53,7 @@ int gptc_cmd_info(int argc, char **argv) {
     else
         printf("peak (bf16): no AVX512_BF16 (gemm_bf16 rounds operands and uses fp32 FMAs)\n");
     double m1 = gptc_triad_gbps(1), mn = gptc_triad_gbps(0);
-    size_t llc = gptc_llc_bytes();
+    size_t llc = gptc_cache_bytes(0);
     if (m1 > 0)
         printf("memory bandwidth (measured, STREAM triad a = b + s*c, 12 bytes/element): %.1f GB/s on 1 thread, "
                "%.1f GB/s on %d threads (arrays of 4x the %.0f MiB last-level cache, at most 256 MiB)\n",

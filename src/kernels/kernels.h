@@ -267,8 +267,9 @@ void gptc_peak_cache_file(const char *cache_dir, char *buf, size_t cap);
  * convention, 12 bytes per element (the write-allocate read of a is not counted). About 1 s, most of
  * it faulting the arrays in; 0 when they cannot be mapped. (kernels/peak_bw.c) */
 double gptc_triad_gbps(int threads);
-/* The largest data cache of cpu0 in bytes, from sysfs; 0 when unknown. */
-size_t gptc_llc_bytes(void);
+/* The size in bytes of cpu0's data (or unified) cache at `level` (1, 2, 3), or with level 0 the
+ * largest (the last-level cache), from sysfs; 0 when unknown. */
+size_t gptc_cache_bytes(int level);
 /* The triad bandwidth from the peak cache above (key "CPU brand|memory|triad|threads"); when none is
  * cached, measured now and cached if measure_if_missing, else 0. *cached (may be NULL): whether the
  * figure came from the file. */

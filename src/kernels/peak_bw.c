@@ -22,17 +22,24 @@
 #define TRIAD_MAX (256 * MIB)
 #define TRIAD_ROUNDS 5
 
-/* The largest data cache of cpu0 from sysfs ("266240K", "32M"), in bytes; 0 when unknown. */
-size_t gptc_llc_bytes(void) {
+/* The size of cpu0's data (or unified) cache at `level` from sysfs ("2048K", "260M"), or with level 0
+ * the largest of them; 0 when sysfs does not say. */
+size_t gptc_cache_bytes(int level) {
     size_t best = 0;
     for (int i = 0; i < 16; i++) {
         char path[128], type[32] = "";
+        int lv = 0;
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
         FILE *f = fopen(path, "r");
         if (!f) continue;
         int ok = fscanf(f, "%31s", type) == 1;
         fclose(f);
         if (!ok || strcmp(type, "Instruction") == 0) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        if (!(f = fopen(path, "r"))) continue;
+        ok = fscanf(f, "%d", &lv) == 1;
+        fclose(f);
+        if (!ok || (level > 0 && lv != level)) continue;
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
         if (!(f = fopen(path, "r"))) continue;
         unsigned long v = 0;
@@ -50,7 +57,7 @@ size_t gptc_llc_bytes(void) {
  * whole number of 64-byte lines. At the cap the three arrays are 3x a 256 MiB cache, which a sweep
  * evicts before it comes round again. */
 static size_t array_bytes(void) {
-    size_t llc = gptc_llc_bytes(), want = llc ? 4 * llc : TRIAD_MAX;
+    size_t llc = gptc_cache_bytes(0), want = llc ? 4 * llc : TRIAD_MAX;
     if (want < TRIAD_MIN) want = TRIAD_MIN;
     if (want > TRIAD_MAX) want = TRIAD_MAX;
     return want & ~(size_t)63;

@@ -1,5 +1,5 @@
 /* memops_avx2.c — AVX2 streaming kernels: zeroing (non-temporal stores for buffers larger than
- * half the last-level cache), the gradient's sum of squares (the reference's bits) and the head
+ * one core's L2 cache), the gradient's sum of squares (the reference's bits) and the head
  * reshapes (the kernel text is shared with memops_avx512.c). */
 #include "kernels/x86_avx2/avx2.h"
 
