@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
