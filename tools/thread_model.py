@@ -43,16 +43,16 @@ def main():
     ap.add_argument("--bt", type=int, nargs="+", default=[1024, 4096], help="tokens per rank per step (B*T)")
     ap.add_argument("--threads", type=int, nargs="+", default=[2, 8, 16, 32, 64])
     ap.add_argument("--core-gflops", type=float, default=176.0, help="fp32 FMA peak of one core (GFLOP/s)")
-    ap.add_argument("--gemm-eff", type=float, default=0.8, help="fraction of peak the GEMM reaches")
-    ap.add_argument("--core-gbs", type=float, default=12.5, help="triad bandwidth one core reaches (GB/s)")
+    ap.add_argument("--gemm-eff", type=float, default=0.65, help="fraction of peak the GEMM reaches")
+    ap.add_argument("--core-gbs", type=float, default=13.7, help="triad bandwidth one core reaches (GB/s)")
     ap.add_argument("--socket-gbs", type=float, default=250.0, help="triad bandwidth of one socket (GB/s)")
     ap.add_argument("--params", type=float, default=124.44e6)
-    ap.add_argument("--act-bytes-per-token", type=float, default=2.2e6,
+    ap.add_argument("--act-bytes-per-token", type=float, default=3.32e6,
                     help="bytes the memory-bound activation passes move per token (profiler)")
     a = ap.parse_args()
     mr, nr, mc = 12, 32, 4092
     for bt in a.bt:
-        print(f"\n### B*T = {bt} tokens per rank\n")
+        print(f"\n**B·T = {bt} tokens per rank**\n")
         print("| product | M x N x K | " + " | ".join(f"{n} thr: tiles/thr, pack %" for n in a.threads) + " |")
         print("|---|---|" + "---|" * len(a.threads))
         for name, M, N, K in products(bt):
