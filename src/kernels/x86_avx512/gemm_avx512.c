@@ -168,12 +168,27 @@ static void pack16_avx512(int trans, const uint16_t *X, int ldx, int i0, int k0,
     pack_f32_any(trans, X, 1, ldx, i0, k0, m, kc, r, out);
 }
 
-/* The bf16 packer (gemm_driver.h layout with s = 2, kcp = kc rounded up to even; values rounded to
- * nearest even by vcvtne2ps2bf16). trans: rows k and k+1 are two runs of r values; converted
- * together (k's 16 values in words 0..15, k+1's in 16..31), one word permute interleaves them into
- * 16 pairs. Not trans: each row's run of 32 k values converts into 16 pairs (already in order); 16 rows
- * of pairs go through transpose16. Rows past m and k past kc read as zero. */
-static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out_) {
+/* Two runs of 16 values at X + lo (lanes of mlo) and X + hi (lanes of mhi; the others 0, and nothing
+ * read where a mask is 0) as 32 bf16 words, lo's in words 0..15 and hi's in 16..31: floats rounded to
+ * nearest even by vcvtne2ps2bf16, or (x16) bf16 values as they are. */
+static inline __attribute__((always_inline)) __m512i load_bf16_runs(const void *X, int x16, size_t lo, size_t hi,
+                                                                      __mmask16 mlo, __mmask16 mhi) {
+    if (x16) {
+        const uint16_t *x = X;
+        const __m256i l = _mm256_maskz_loadu_epi16(mlo, x + lo), h = _mm256_maskz_loadu_epi16(mhi, x + hi);
+        return _mm512_inserti64x4(_mm512_castsi256_si512(l), h, 1);
+    }
+    const float *x = X;
+    return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mhi, x + hi), _mm512_maskz_loadu_ps(mlo, x + lo));
+}
+
+/* The bf16 packer (gemm_driver.h layout with s = 2, kcp = kc rounded up to even), for fp32 sources
+ * rounded to bf16 or (x16) bf16 ones. trans: rows k and k+1 are two runs of r values; loaded together
+ * (k's 16 values in words 0..15, k+1's in 16..31), one word permute interleaves them into 16 pairs. Not
+ * trans: each row's run of 32 k values is already 16 pairs; 16 rows of pairs go through transpose16.
+ * Rows past m and k past kc read as zero. */
+static inline __attribute__((always_inline)) void pack_pairs_any(int trans, const void *X, int x16, int ldx, int i0,
+                                                                 int k0, int m, int kc, int r, void *out_) {
     uint16_t *out = out_;
     const int kcp = (kc + 1) & ~1;
     /* word 2i <- word i (k), word 2i+1 <- word 16+i (k+1) */
@@ -186,12 +201,10 @@ static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0,
             const int w = r - g < 16 ? r - g : 16, nrow = rows - g < 0 ? 0 : rows - g < w ? rows - g : w;
             const __mmask16 wm = low_mask(w), rm = low_mask(nrow);
             if (trans) {
-                const float *x = X + (size_t)k0 * ldx + i0 + p + g;
+                size_t x = (size_t)k0 * ldx + i0 + p + g;
                 for (int k = 0; k < kc; k += 2, x += 2 * (size_t)ldx) {
-                    const __m512 lo = _mm512_maskz_loadu_ps(rm, x);
-                    const __m512 hi = k + 1 < kc ? _mm512_maskz_loadu_ps(rm, x + ldx) : _mm512_setzero_ps();
-                    const __m512i t = _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-                    _mm512_mask_storeu_epi32(o + (size_t)k * r + 2 * g, wm, t);
+                    const __m512i t = load_bf16_runs(X, x16, x, x + ldx, rm, k + 1 < kc ? rm : 0);
+                    _mm512_mask_storeu_epi32(o + (size_t)k * r + 2 * g, wm, _mm512_permutexvar_epi16(interleave, t));
                 }
                 continue;
             }
@@ -200,13 +213,9 @@ static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0,
                 const __mmask16 k0m = low_mask(kk), k1m = low_mask(kk > 16 ? kk - 16 : 0);
                 __m512 t[16];
                 for (int i = 0; i < 16; i++) {
-                    if (i < nrow) {
-                        const float *x = X + (size_t)(i0 + p + g + i) * ldx + k0 + k;
-                        t[i] = (__m512)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(k1m, x + 16),
-                                                           _mm512_maskz_loadu_ps(k0m, x));
-                    } else {
-                        t[i] = _mm512_setzero_ps();
-                    }
+                    const size_t x = (size_t)(i0 + p + g + i) * ldx + k0 + k;
+                    /* k..k+15 in words 0..15, k+16..k+31 in 16..31: already 16 pairs in order */
+                    t[i] = i < nrow ? (__m512)load_bf16_runs(X, x16, x, x + 16, k0m, k1m) : _mm512_setzero_ps();
                 }
                 transpose16(t);
                 for (int j = 0; j < (kk + 1) / 2; j++)
@@ -216,44 +225,12 @@ static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0,
     }
 }
 
-/* pack_avx512_bf16 from a bf16 source: the same pairs without the conversion. trans: k's and k+1's
- * runs of r values side by side in one register, interleaved by the same word permute; not trans: a
- * row's 32 k values are already the 16 pairs. */
+static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
+    pack_pairs_any(trans, X, 0, ldx, i0, k0, m, kc, r, out);
+}
 static void pack16_avx512_bf16(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r,
-                               void *out_) {
-    uint16_t *out = out_;
-    const int kcp = (kc + 1) & ~1;
-    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                                                22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    for (int p = 0; p < m; p += r) {
-        const int rows = m - p < r ? m - p : r;
-        uint16_t *o = out + (size_t)p * kcp;
-        for (int g = 0; g < r; g += 16) {
-            const int w = r - g < 16 ? r - g : 16, nrow = rows - g < 0 ? 0 : rows - g < w ? rows - g : w;
-            const __mmask16 wm = low_mask(w), rm = low_mask(nrow);
-            if (trans) {
-                const uint16_t *x = X + (size_t)k0 * ldx + i0 + p + g;
-                for (int k = 0; k < kc; k += 2, x += 2 * (size_t)ldx) {
-                    const __m256i lo = _mm256_maskz_loadu_epi16(rm, x);
-                    const __m256i hi = k + 1 < kc ? _mm256_maskz_loadu_epi16(rm, x + ldx) : _mm256_setzero_si256();
-                    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-                    _mm512_mask_storeu_epi32(o + (size_t)k * r + 2 * g, wm, _mm512_permutexvar_epi16(interleave, both));
-                }
-                continue;
-            }
-            for (int k = 0; k < kc; k += 32) {
-                const int kk = kc - k < 32 ? kc - k : 32;
-                const __mmask32 km = kk >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << kk) - 1);
-                __m512 t[16];
-                for (int i = 0; i < 16; i++)
-                    t[i] = i < nrow ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(km, X + (size_t)(i0 + p + g + i) * ldx + k0 + k))
-                                    : _mm512_setzero_ps();
-                transpose16(t);
-                for (int j = 0; j < (kk + 1) / 2; j++)
-                    _mm512_mask_storeu_epi32(o + (size_t)(k + 2 * j) * r + 2 * g, wm, (__m512i)t[j]);
-            }
-        }
-    }
+                               void *out) {
+    pack_pairs_any(trans, X, 1, ldx, i0, k0, m, kc, r, out);
 }
 
 /* Blocking: gptc_gemm_block_for_caches sets mc, kc, nc and the loop order from this CPU's caches when
