@@ -62,12 +62,14 @@ static const preset g_presets[] = {
     {"gpt2-medium", {24, 16, 1024, 1024, 50257, GPTC_GELU_KIND_TANH}},
     {"gpt2-large", {36, 20, 1280, 1024, 50257, GPTC_GELU_KIND_TANH}},
     {"gpt2-xl", {48, 25, 1600, 1024, 50257, GPTC_GELU_KIND_TANH}},
+    /* the 1.3B GPT-2 of the system gptc re-creates: 24 layers of 2048 channels, 16 heads (~1.31B parameters) */
+    {"gpt2-1.3b", {24, 16, 2048, 1024, 50257, GPTC_GELU_KIND_TANH}},
     {"tiny", {2, 2, 64, 64, 0, GPTC_GELU_KIND_TANH}},
     {"small-cpu", {4, 4, 128, 128, 0, GPTC_GELU_KIND_TANH}},
     {"medium-cpu", {6, 6, 384, 256, 0, GPTC_GELU_KIND_TANH}},
 };
 
-const char *gptc_model_preset_names(void) { return "gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny, small-cpu, medium-cpu"; }
+const char *gptc_model_preset_names(void) { return "gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt2-1.3b, tiny, small-cpu, medium-cpu"; }
 
 gptc_status gptc_model_preset(const char *name, gptc_model_config *cfg) {
     for (size_t i = 0; i < sizeof g_presets / sizeof g_presets[0]; i++)

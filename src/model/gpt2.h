@@ -146,6 +146,11 @@ typedef struct gptc_model {
 } gptc_model;
 
 
+/* After anything wrote parameters [lo, hi) of m->params (an optimizer update of that range, loading or
+ * initialising weights, an all-gather): refreshes what the model derives from them (under O2 bf16, the
+ * bf16 working copy the products read). Cheap when nothing is derived. */
+void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi);
+
 /* Floats of the parameter arena (m->num_floats) for cfg, planned without allocating. */
 size_t gptc_model_arena_floats(const gptc_model_config *cfg);
 /* Plans and allocates the parameter arena (zeroed). */

@@ -97,6 +97,12 @@ fail:
     return st;
 }
 
+void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi) {
+    (void)m;
+    (void)lo;
+    (void)hi; /* nothing derived yet */
+}
+
 void gptc_model_free(gptc_model *m) {
     const gptc_backend_memory *mem = m->be.mem ? m->be.mem : gptc_backend_cpu_memory();
     mem->free(m->params);

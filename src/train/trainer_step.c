@@ -139,10 +139,14 @@ static gptc_status update(trainer *t, const float *g, const step_outcome *s) {
     if (s->skip) return GPTC_OK;
     float scale = gptc_clip_scale(s->norm, o->clip);
     t->opt->update(&t->model, o, g, t->ostate, t->lo, t->hi, s->hv.lr, s->hv.weight_decay, scale, t->state.step + 1);
-    if (!o->zero) return GPTC_OK;
+    if (!o->zero) {
+        gptc_model_params_changed(&t->model, t->lo, t->hi);
+        return GPTC_OK;
+    }
     gptc_prof_begin(GPTC_PROF_COMM, "comm.allgather_params", -1);
     gptc_status st = gptc_dist_allgather_shards(t->model.params, t->bounds);
     gptc_prof_end(0, sizeof(float) * (double)t->model.num_floats);
+    gptc_model_params_changed(&t->model, 0, t->model.num_floats);
     return gptc_dist_agree(st);
 }
 
