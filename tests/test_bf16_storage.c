@@ -257,7 +257,38 @@ TEST(gemm_pack16_avx512_matches_pack) {
         }
 }
 
-/* ---- the model: bf16 storage changes no bit of a bf16 training step */
+/* ---- to_bf16, the O2 working copy's conversion: every level equals gptc_f32_to_bf16, ragged lengths,
+ * ties, subnormals, infinities and NaN included */
+TEST(to_bf16_levels_match_scalar_rounding) {
+    const char *levels[] = {"ref", "avx2", "avx512"};
+    size_t cap = 70001;
+    float *x = malloc(sizeof(float) * cap);
+    uint16_t *out = malloc(sizeof(uint16_t) * cap);
+    gptc_rng r;
+    gptc_rng_seed(&r, 3);
+    for (size_t i = 0; i < cap; i++) {
+        union { uint32_t u; float f; } v = {(uint32_t)gptc_rng_next(&r)};
+        if (i % 5 == 0) v.u = (v.u & 0xffff0000u) | 0x8000u; /* a tie */
+        x[i] = v.f;                                           /* any pattern: NaN, inf, subnormal, huge */
+    }
+    x[1] = NAN, x[2] = INFINITY, x[3] = -INFINITY, x[4] = 1e-40f, x[6] = -0.0f, x[7] = 3.3895314e38f;
+    for (int l = 0; l < 3; l++) {
+        const gptc_kernels *k = gptc_kernels_level(levels[l]);
+        if (!k) continue;
+        const size_t lens[] = {0, 1, 15, 17, 33, 1000, cap};
+        for (int j = 0; j < 7; j++) {
+            size_t n = lens[j], bad = 0;
+            memset(out, 0xAB, sizeof(uint16_t) * cap);
+            k->to_bf16(out, x, n);
+            for (size_t i = 0; i < n; i++) bad += out[i] != gptc_f32_to_bf16(x[i]);
+            for (size_t i = n; i < cap; i++) bad += out[i] != 0xABAB; /* nothing written past n */
+            CHECK_MSG(bad == 0, "%s n=%zu: %zu values differ from gptc_f32_to_bf16", levels[l], n, bad);
+        }
+    }
+    free(x), free(out);
+}
+
+/* ---- the model: bf16 storage and the O2 working copy of the weights change no bit of a bf16 training step */
 
 static const gptc_model_config k_cfg = {.layers = 2, .heads = 2, .channels = 64, .context = 80, .vocab = 200};
 enum { MB = 2, MT = 77 };
@@ -268,8 +299,9 @@ typedef struct step_case {
 } step_case;
 
 /* Two training steps (the second after an AdamW-free weight nudge, so the recompute paths see new
- * values): returns the gradients of the second (malloc'd) and both losses. */
-static float *step_grads(const step_case *c, bool fp32_acts, const gptc_kernels *k, float loss[2], size_t *n,
+ * values): returns the gradients of the second (malloc'd) and both losses. fp32_store: activations and
+ * weights kept in fp32 (the GEMMs round them as they pack), else bf16 storage and the O2 weights copy. */
+static float *step_grads(const step_case *c, bool fp32_store, const gptc_kernels *k, float loss[2], size_t *n,
                          size_t *act_floats) {
     gptc_model m;
     if (gptc_model_init(&m, &k_cfg)) return NULL;
@@ -279,9 +311,11 @@ static float *step_grads(const step_case *c, bool fp32_acts, const gptc_kernels 
     m.naive_attention = c->naive;
     m.fuse = c->fuse;
     m.recompute = c->rc;
-    m.fp32_acts = fp32_acts;
+    m.fp32_acts = fp32_store;
+    m.fp32_weights = fp32_store;
     if (c->dropout) m.dropout = 0.1f, m.attn_dropout = c->naive ? 0.0f : 0.1f;
     if (gptc_model_alloc_train(&m, MB, MT)) return NULL;
+    if ((m.params16 != NULL) == fp32_store) return NULL; /* O2's copy exists exactly when asked for */
     int in[MB * MT], tg[MB * MT];
     gptc_rng r;
     gptc_rng_seed(&r, 11);
@@ -293,6 +327,7 @@ static float *step_grads(const step_case *c, bool fp32_acts, const gptc_kernels 
         loss[s] = gptc_model_forward_backward(&m, in, tg, MB, MT, 1.0f);
         if (s == 0)
             for (size_t i = 0; i < m.num_floats; i++) m.params[i] -= 1e-2f * m.grads[i];
+        gptc_model_params_changed(&m, 0, m.num_floats); /* what the optimizer's caller does */
     }
     *n = m.num_floats;
     *act_floats = m.act_floats;
@@ -322,7 +357,7 @@ TEST(bf16_storage_step_is_bit_identical) {
             CHECK(g32 && g16 && n32 == n16);
             if (!g32 || !g16) return;
             CHECK_MSG(memcmp(l32, l16, sizeof l32) == 0 && memcmp(g32, g16, sizeof(float) * n32) == 0,
-                      "%s case %zu (naive %d fuse %d dropout %d recompute %d): bf16 storage changed the step (loss %.9g "
+                      "%s case %zu (naive %d fuse %d dropout %d recompute %d): bf16 storage / O2 changed the step (loss %.9g "
                       "vs %.9g)",
                       levels[l], c, cases[c].naive, cases[c].fuse, cases[c].dropout, (int)cases[c].rc, (double)l16[1],
                       (double)l32[1]);

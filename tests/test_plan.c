@@ -124,8 +124,8 @@ TEST(plan_cli_table) {
              test_gptc_bin());
     CHECK_EQ_INT(test_run(cmd, &out), 0);
     const char *want[] = {"parameters", "gradients", "optimizer state", "activations", "workspace", "total per rank",
-                          "GiB", "fits: yes"};
-    for (int i = 0; i < 8; i++) CHECK_MSG(out && strstr(out, want[i]), "no \"%s\" in: %s", want[i], out);
+                          "GiB", "fits: yes", "bf16 weights copy"};
+    for (int i = 0; i < 9; i++) CHECK_MSG(out && strstr(out, want[i]), "no \"%s\" in: %s", want[i], out);
     free(out);
     snprintf(cmd, sizeof cmd, "%s plan --model gpt2 --recompute everything", test_gptc_bin());
     CHECK_EQ_INT(test_run(cmd, &out), 2);

@@ -135,16 +135,19 @@ void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, in
 }
 
 void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const void *inp, bool inp16,
-                        const float *w, const float *b, int N, int IC, int OC) {
-    gptc_prof_begin(GPTC_PROF_FWD, span(be, inp16 ? SLOT(gemm_bf16_in16) : be->gemm_slot, site), l);
-    run_gemm(be, 0, 0, N, OC, IC, inp, IC, w, OC, inp16 ? GPTC_GEMM_A16 : 0, 0.0f, be->fuse ? b : NULL, out, OC);
+                        const void *w, bool w16, const float *b, int N, int IC, int OC) {
+    int in16 = (inp16 ? GPTC_GEMM_A16 : 0) | (w16 ? GPTC_GEMM_B16 : 0);
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, in16 ? SLOT(gemm_bf16_in16) : be->gemm_slot, site), l);
+    run_gemm(be, 0, 0, N, OC, IC, inp, IC, w, OC, in16, 0.0f, be->fuse ? b : NULL, out, OC);
     if (!be->fuse) be->k->bias_fwd(out, b, N, OC);
     gptc_prof_end(gemm_flops(N, OC, IC) + (double)N * OC, gemm_bytes(be, N, OC, IC, !be->fuse, true));
 }
 
 void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float *db,
-                        const float *dout, const void *inp, bool inp16, const float *w, int N, int IC, int OC) {
-    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 1, N, IC, OC, dout, OC, w, OC, 0, 0.0f, NULL, dinp, IC);
+                        const float *dout, const void *inp, bool inp16, const void *w, bool w16, int N, int IC,
+                        int OC) {
+    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 1, N, IC, OC, dout, OC, w, OC, w16 ? GPTC_GEMM_B16 : 0, 0.0f, NULL,
+                 dinp, IC);
     gptc_be_gemm(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC, inp16 ? GPTC_GEMM_A16 : 0, 1.0f,
                  NULL, dw, OC);
     gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(bias_bwd), sites.db), l);
@@ -181,6 +184,12 @@ void gptc_be_qkv_to_heads(const gptc_backend *be, const char *site, int l, float
     gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(qkv_to_heads), site), l);
     be->k->qkv_to_heads(q, k, v, qkv, B, T, C, NH);
     gptc_prof_end(0, F32 * 6 * ((double)B * T * C));
+}
+
+void gptc_be_to_bf16(const gptc_backend *be, const char *site, uint16_t *out, const float *x, size_t n) {
+    gptc_prof_begin(GPTC_PROF_OPT, span(be, SLOT(to_bf16), site), -1);
+    be->k->to_bf16(out, x, n);
+    gptc_prof_end(0, 6.0 * (double)n);
 }
 
 void gptc_be_heads_to_rows(const gptc_backend *be, const char *site, int l, void *out, bool out16, const float *o,

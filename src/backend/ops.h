@@ -55,12 +55,15 @@ void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, in
                                     const float *mean, const float *rstd, int N, int C);
 
 /* A linear layer: out (N,OC) = inp (N,IC) @ w (IC,OC) + b (OC) (the bias in the GEMM's epilogue when
- * fused, else its own pass) */
+ * fused, else its own pass); w16: w is the bf16 working copy of the weight (O2, model/gpt2.h params16) */
 void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const void *inp, bool inp16,
-                        const float *w, const float *b, int N, int IC, int OC);
+                        const void *w, bool w16, const float *b, int N, int IC, int OC);
 /* its backward: dinp (N,IC) = dout @ w^T (OVERWRITES), dw (IC,OC) += inp^T dout, db (OC) += column sums */
 void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float *db,
-                        const float *dout, const void *inp, bool inp16, const float *w, int N, int IC, int OC);
+                        const float *dout, const void *inp, bool inp16, const void *w, bool w16, int N, int IC,
+                        int OC);
+/* out (n) = x rounded to bf16 (the O2 working copy of the weights; span category optimizer) */
+void gptc_be_to_bf16(const gptc_backend *be, const char *site, uint16_t *out, const float *x, size_t n);
 /* One product with the bound GEMM (the kernels.h contract), span category cat; in16 (GPTC_GEMM_A16,
  * GPTC_GEMM_B16 bits) marks bf16 operands, 0 for fp32 ones. */
 void gptc_be_gemm(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB, int M,

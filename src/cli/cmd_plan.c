@@ -85,10 +85,11 @@ int gptc_cmd_plan(int argc, char **argv) {
            c.model, gptc_model_num_params(&r.model) / 1e6, r.batch, r.seq, c.dtype, c.recompute,
            r.naive_attention ? "naive" : "flash", r.no_fusion ? "unfused" : "fused", p.threads, r.ranks,
            r.ranks == 1 ? "" : "s", r.zero);
-    const char *rows[] = {"parameters", "gradients", "optimizer state", "activations", "workspace", "total per rank"};
-    size_t vals[] = {p.params, p.grads, p.optim, p.acts, p.workspace, p.total};
+    const char *rows[] = {"parameters",  "bf16 weights copy", "gradients", "optimizer state",
+                          "activations", "workspace",         "total per rank"};
+    size_t vals[] = {p.params, p.weights16, p.grads, p.optim, p.acts, p.workspace, p.total};
     char buf[32];
-    for (int i = 0; i < 6; i++) printf("  %-16s %12s\n", rows[i], human(buf, sizeof buf, vals[i]));
+    for (int i = 0; i < 7; i++) printf("  %-17s %12s\n", rows[i], human(buf, sizeof buf, vals[i]));
     size_t have = c.memory_gib > 0 ? (size_t)(c.memory_gib * 1073741824.0) : gptc_machine_memory();
     if (have)
         printf("fits: %s (%s %s)\n", p.total <= have ? "yes" : "no", c.memory_gib > 0 ? "--memory" : "this machine has",

@@ -161,6 +161,9 @@ typedef struct gptc_kernels {
     void (*gelu_erf_fwd_bf16)(uint16_t *out, const float *inp, size_t N);
     void (*gelu_sigmoid_fwd_bf16)(uint16_t *out, const float *inp, size_t N);
     void (*heads_to_rows_bf16)(uint16_t *out, const float *o, int B, int T, int C, int NH);
+    /* out (n) = gptc_f32_to_bf16(x) (round to nearest even, NaN quiet): the O2 working copy of the
+     * weights (model/gpt2.h params16), refreshed after each update */
+    void (*to_bf16)(uint16_t *out, const float *x, size_t n);
     /* gemm_bf16 whose operands may be stored in bf16: bit in16 & GPTC_GEMM_A16 says A is a uint16_t
      * bf16 array (lda in elements), GPTC_GEMM_B16 the same for B; the other operands are fp32 arrays,
      * rounded as gemm_bf16 rounds them. The result is gemm_bf16's on the widened values, bit for bit

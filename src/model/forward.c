@@ -23,6 +23,13 @@ static uint64_t attn_drop_seed(const gptc_model *m, int l) {
     return gptc_hash64(m->dropout_seed ^ (drop_stream(DROP_ATTN_PROBS, l) * 0x9E3779B97F4A7C15ULL));
 }
 
+/* The weight w (a tensor of m->params) as the products read it: under O2 its bf16 working copy
+ * (m->params16, same offset), else itself; W16(m) says which. */
+static const void *W(const gptc_model *m, const float *w) {
+    return m->params16 ? (const void *)(m->params16 + (w - m->params)) : (const void *)w;
+}
+#define W16(m) ((m)->params16 != NULL)
+
 /* The input of block l (B,T,C): the embeddings, or the previous block's output. */
 static float *block_input(const gptc_model *m, int l) { return l == 0 ? m->a.encoded : m->a.residual3[l - 1]; }
 
@@ -67,17 +74,17 @@ static void block_forward(gptc_model *m, int l, int B, int T) {
     int C = m->cfg.channels, BT = B * T;
     gptc_acts *a = &m->a;
     const gptc_layer *w = &m->w.layer[l];
-    gptc_be_matmul_fwd(be, "qkv.fwd", l, a->qkv[l], a->ln1[l], a->act16, w->qkvw, w->qkvb, BT, C, 3 * C);
+    gptc_be_matmul_fwd(be, "qkv.fwd", l, a->qkv[l], a->ln1[l], a->act16, W(m, w->qkvw), W16(m), w->qkvb, BT, C, 3 * C);
     attention_forward(m, l, B, T);
-    gptc_be_matmul_fwd(be, "attn.proj.fwd", l, a->attproj[l], a->atty[l], a->atty16, w->attprojw, w->attprojb, BT, C,
+    gptc_be_matmul_fwd(be, "attn.proj.fwd", l, a->attproj[l], a->atty[l], a->atty16, W(m, w->attprojw), W16(m), w->attprojb, BT, C,
                        C);
     gptc_be_dropout_fwd(be, "attn.dropout.fwd", l, a->attproj[l], (size_t)BT * C, m->dropout, m->dropout_seed,
                         drop_stream(DROP_ATTN_RES, l));
     gptc_be_residual_layernorm_fwd(be, "res+ln2.fwd", l, a->residual2[l], a->ln2[l], a->act16, a->ln2_mean[l],
                                    a->ln2_rstd[l], block_input(m, l), a->attproj[l], w->ln2w, w->ln2b, BT, C);
-    gptc_be_matmul_fwd(be, "mlp.fc.fwd", l, a->fch[l], a->ln2[l], a->act16, w->fcw, w->fcb, BT, C, 4 * C);
+    gptc_be_matmul_fwd(be, "mlp.fc.fwd", l, a->fch[l], a->ln2[l], a->act16, W(m, w->fcw), W16(m), w->fcb, BT, C, 4 * C);
     gelu_forward(m, l, BT);
-    gptc_be_matmul_fwd(be, "mlp.proj.fwd", l, a->fcproj[l], a->fch_gelu[l], a->act16, w->fcprojw, w->fcprojb, BT,
+    gptc_be_matmul_fwd(be, "mlp.proj.fwd", l, a->fcproj[l], a->fch_gelu[l], a->act16, W(m, w->fcprojw), W16(m), w->fcprojb, BT,
                        4 * C, C);
     gptc_be_dropout_fwd(be, "mlp.dropout.fwd", l, a->fcproj[l], (size_t)BT * C, m->dropout, m->dropout_seed,
                         drop_stream(DROP_MLP_RES, l));
@@ -169,10 +176,10 @@ static void body_backward(gptc_model *m, int B, int T) {
         const float *dbranch = gptc_be_dropout_bwd(be, "mlp.dropout.bwd", l, d->dln2, d->dres_out, btc, m->dropout,
                                                    m->dropout_seed, drop_stream(DROP_MLP_RES, l));
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.proj"), l, d->dfch_gelu, lg->fcprojw, lg->fcprojb, dbranch,
-                           a->fch_gelu[l], a->act16, lw->fcprojw, BT, 4 * C, C);
+                           a->fch_gelu[l], a->act16, W(m, lw->fcprojw), W16(m), BT, 4 * C, C);
         gptc_be_gelu_bwd(be, "gelu.bwd", l, m->cfg.gelu, d->dfch, a->fch[l], d->dfch_gelu, 4 * btc);
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.fc"), l, d->dln2, lg->fcw, lg->fcb, d->dfch, a->ln2[l], a->act16,
-                           lw->fcw, BT, C, 4 * C);
+                           W(m, lw->fcw), W16(m), BT, C, 4 * C);
         /* dres2 = dres_out (through the skip) + ln_2's backward */
         gptc_be_layernorm_bwd_residual(be, "res+ln2.bwd", l, d->dres2, lg->ln2w, lg->ln2b, d->dres_out, d->dln2,
                                        a->residual2[l], lw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], BT, C);
@@ -180,10 +187,10 @@ static void body_backward(gptc_model *m, int B, int T) {
         dbranch = gptc_be_dropout_bwd(be, "attn.dropout.bwd", l, d->dln2, d->dres2, btc, m->dropout, m->dropout_seed,
                                       drop_stream(DROP_ATTN_RES, l));
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("attn.proj"), l, d->datty, lg->attprojw, lg->attprojb, dbranch,
-                           a->atty[l], a->atty16, lw->attprojw, BT, C, C);
+                           a->atty[l], a->atty16, W(m, lw->attprojw), W16(m), BT, C, C);
         attention_backward(m, l, B, T);
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("qkv"), l, d->dln1, lg->qkvw, lg->qkvb, d->dqkv, a->ln1[l], a->act16,
-                           lw->qkvw, BT, C, 3 * C);
+                           W(m, lw->qkvw), W16(m), BT, C, 3 * C);
         /* dres_in = dres2 (through the skip) + ln_1's backward */
         gptc_be_layernorm_bwd_residual(be, "res+ln1.bwd", l, d->dres_in, lg->ln1w, lg->ln1b, d->dres2, d->dln1,
                                        block_input(m, l), lw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], BT, C);
@@ -208,15 +215,15 @@ static const void *lnf_row(const gptc_model *m, int r) {
 /* logits (n,Vp) = x (n,C) @ wte[:V]^T; x rows of lnf (bf16 when m->a.act16); the padding columns are not computed */
 static void classifier_fwd(gptc_model *m, const void *x, int n, float *logits) {
     int C = m->cfg.channels, V = m->cfg.vocab;
-    gptc_be_gemm(&m->be, GPTC_PROF_FWD, "classifier.fwd", -1, 0, 1, n, V, C, x, C, m->w.wte, C,
-                 m->a.act16 ? GPTC_GEMM_A16 : 0, 0.0f, NULL, logits, m->Vp);
+    gptc_be_gemm(&m->be, GPTC_PROF_FWD, "classifier.fwd", -1, 0, 1, n, V, C, x, C, W(m, m->w.wte), C,
+                 (m->a.act16 ? GPTC_GEMM_A16 : 0) | (W16(m) ? GPTC_GEMM_B16 : 0), 0.0f, NULL, logits, m->Vp);
 }
 
 /* dx (n,C) = dlogits (n,Vp) @ wte[:V]; wte's gradient (Vp,C) += dlogits^T x (x as in classifier_fwd) */
 static void classifier_bwd(gptc_model *m, const float *dlogits, const void *x, int n, float *dx) {
     int C = m->cfg.channels, V = m->cfg.vocab, Vp = m->Vp;
-    gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dx.bwd", -1, 0, 0, n, C, V, dlogits, Vp, m->w.wte, C, 0, 0.0f, NULL,
-                 dx, C);
+    gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dx.bwd", -1, 0, 0, n, C, V, dlogits, Vp, W(m, m->w.wte), C,
+                 W16(m) ? GPTC_GEMM_B16 : 0, 0.0f, NULL, dx, C);
     gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dw.bwd", -1, 1, 0, V, C, n, dlogits, Vp, x, C,
                  m->a.act16 ? GPTC_GEMM_B16 : 0, 1.0f, NULL, m->g.wte, C);
 }

@@ -108,6 +108,12 @@ typedef struct gptc_model {
     /* parameters and their gradients: same layout */
     size_t num_floats;          /* arena size in floats (with padding) */
     float *params, *grads;      /* grads NULL until gptc_model_alloc_train */
+    /* O2 (--dtype bf16): the bf16 working copy of params (num_floats, same layout) that every matrix
+     * product of the training step reads, rounded to nearest even after each change
+     * (gptc_model_params_changed); the fp32 params stay the master the optimizer updates and the
+     * embeddings and LayerNorms read. Allocated by gptc_model_alloc_train under bf16 unless fp32_weights;
+     * NULL otherwise. The products' bits are the same as rounding the fp32 weights inside the GEMM. */
+    uint16_t *params16;
     gptc_weights w, g;
     gptc_tensor_desc *tensors;  /* [ntensors] */
     int ntensors;
@@ -119,6 +125,8 @@ typedef struct gptc_model {
     gptc_recompute recompute;   /* --recompute: activations dropped after the forward (see gptc_acts) */
     bool fp32_acts;             /* keep every activation in fp32 under bf16 too (no bf16 storage, gptc_acts):
                                  * the tests that compare the two set it */
+    bool fp32_weights;          /* under bf16, no working copy: the GEMMs round the fp32 weights as they pack
+                                 * them (the tests that compare the two set it) */
     /* The backend the model runs on, bound by gptc_model_bind_kernels from k, precision and fuse: the
      * training step (forward.c) and decoding (decode.c, fp32 on be.k) call nothing else. */
     gptc_backend be;
@@ -177,6 +185,7 @@ void gptc_model_act_bytes(const gptc_model_config *cfg, int B, int T, bool naive
  * inputs/targets copies) allocate for these settings. */
 typedef struct gptc_model_bytes {
     size_t params, grads, acts;
+    size_t weights16; /* the bf16 working copy of the weights (O2, --dtype bf16), else 0 */
 } gptc_model_bytes;
 void gptc_model_alloc_bytes(const gptc_model_config *cfg, int B, int T, bool naive_attention, bool fuse,
                             gptc_recompute recompute, gptc_precision precision, gptc_model_bytes *out);

@@ -98,15 +98,15 @@ fail:
 }
 
 void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi) {
-    (void)m;
-    (void)lo;
-    (void)hi; /* nothing derived yet */
+    if (!m->params16 || lo >= hi) return;
+    gptc_be_to_bf16(&m->be, "weights.to_bf16", m->params16 + lo, m->params + lo, hi - lo);
 }
 
 void gptc_model_free(gptc_model *m) {
     const gptc_backend_memory *mem = m->be.mem ? m->be.mem : gptc_backend_cpu_memory();
     mem->free(m->params);
     mem->free(m->grads);
+    mem->free(m->params16);
     gptc_free(m->tensors);
     gptc_free(m->w.layer);
     gptc_free(m->g.layer);
@@ -137,6 +137,7 @@ void gptc_model_init_weights(gptc_model *m, uint64_t seed) {
             for (size_t j = 0; j < t->numel; j++) p[j] = (float)(std * gptc_rng_normal(&rng));
         } /* biases stay 0 */
     }
+    gptc_model_params_changed(m, 0, m->num_floats);
 }
 
 /* ---- activations */
@@ -277,6 +278,7 @@ void gptc_model_alloc_bytes(const gptc_model_config *cfg, int B, int T, bool nai
     out->params = gptc_alloc_block_bytes(sizeof(gptc_tensor_desc) * (L * GPTC_LAYER_TENSORS + 4)) +
                   2 * gptc_alloc_block_bytes(sizeof(gptc_layer) * L) + dev(arena);
     out->grads = dev(arena);
+    out->weights16 = precision == GPTC_PRECISION_BF16 ? dev(arena / 2) : 0;
     out->acts = gptc_alloc_block_bytes(act_views_bytes(L)) + dev(acts) + dev(dacts) +
                 2 * dev(sizeof(int) * (size_t)B * T);
 }
@@ -306,6 +308,10 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     m->inputs = m->dact_arena ? mem->alloc(sizeof(int) * B * T, "inputs") : NULL;
     m->targets = m->inputs ? mem->alloc(sizeof(int) * B * T, "targets") : NULL;
     if (!m->targets) return GPTC_ERR_NOMEM; /* gptc_model_free releases what was allocated */
+    if (m->precision == GPTC_PRECISION_BF16 && !m->fp32_weights) {
+        if (!(m->params16 = mem->alloc(m->num_floats * sizeof(uint16_t), "bf16 working weights"))) return GPTC_ERR_NOMEM;
+        gptc_model_params_changed(m, 0, m->num_floats);
+    }
     plan_acts(m, &m->cfg, B, T, naive, m->fuse, m->recompute, act16, m->act_arena, m->dact_arena, &m->act_floats,
               &m->dact_floats);
     point_views(m, m->grads, &m->g);

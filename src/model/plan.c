@@ -108,6 +108,7 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     free(buf);
 
     out->params = mb.params;
+    out->weights16 = mb.weights16;
     /* ZeRO-1 on many ranks also receives its shard of the reduced gradients (src/dist/dist.h) */
     out->grads = mb.grads + (r->zero && r->ranks > 1 ? gptc_alloc_block_bytes(share * sizeof(float)) : 0);
     const gptc_optimizer_kind *opt = r->optimizer ? gptc_optimizer_find(r->optimizer) : gptc_optimizers[0];
@@ -115,7 +116,7 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     out->optim = gptc_optimizer_state_bytes(opt, share);
     out->acts = mb.acts + 2 * batch_copy; /* the trainer's own (B,T) inputs and targets */
     out->workspace = work;
-    out->total = out->params + out->grads + out->optim + out->acts + out->workspace;
+    out->total = out->params + out->weights16 + out->grads + out->optim + out->acts + out->workspace;
     out->threads = threads;
     return GPTC_OK;
 }

@@ -43,6 +43,7 @@ static gptc_status load_position(trainer *t, const char *dir, gptc_trainer_state
     *saved = (gptc_trainer_state){.guard = t->guard_buf, .guard_len = gptc_guard_packed_len(&t->guard)};
     gptc_status st = gptc_ckpt_load_range(dir, &t->model, t->opt, t->ostate, t->lo, t->hi, saved);
     if (st) return st;
+    gptc_model_params_changed(&t->model, 0, t->model.num_floats);
     t->state.step = saved->step;
     t->state.rng = saved->rng;
     t->state.loader_epoch = saved->loader_epoch;
@@ -83,6 +84,7 @@ gptc_status trainer_start_weights(trainer *t, const gptc_train_options *o, const
         if (!t->state.tokenizer[0]) snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", saved.tokenizer);
     } else if (init) {
         if ((st = gptc_weights_load(init, &t->model))) return gptc_fail_prefix(st, "'init'");
+        gptc_model_params_changed(&t->model, 0, t->model.num_floats);
         if (!t->state.tokenizer[0]) snprintf(t->state.tokenizer, sizeof t->state.tokenizer, "%s", init->tokenizer);
     } else {
         gptc_model_init_weights(&t->model, o->seed);

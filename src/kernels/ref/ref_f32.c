@@ -109,6 +109,12 @@ static void ref_gelu_sigmoid_fwd_bf16(uint16_t *out, const float *inp, size_t n)
 /* x (n) = 0 */
 static void ref_zero(float *x, size_t n) { memset(x, 0, n * sizeof *x); }
 
+/* out (n) = x rounded to bf16 */
+static void ref_to_bf16(uint16_t *out, const float *x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 16))
+    for (size_t i = 0; i < n; i++) out[i] = gptc_f32_to_bf16(x[i]);
+}
+
 static const gptc_kernels g_ref = {
     .variant = "ref",
     .encoder_fwd = ref_f32_encoder_fwd,
@@ -153,6 +159,7 @@ static const gptc_kernels g_ref = {
     .gelu_erf_fwd_bf16 = ref_gelu_erf_fwd_bf16,
     .gelu_sigmoid_fwd_bf16 = ref_gelu_sigmoid_fwd_bf16,
     .heads_to_rows_bf16 = gptc_heads_to_rows_bf16,
+    .to_bf16 = ref_to_bf16,
     .gemm_bf16_in16 = ref_bf16_gemm_in16,
     .flash_scratch = gptc_flash_scratch_ref,
     .flash_scratch_bf16 = gptc_flash_scratch_bf16_ref,
