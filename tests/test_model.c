@@ -233,6 +233,11 @@ TEST(model_config_checks) {
     gptc_model_config c;
     CHECK_OK(gptc_model_preset("gpt2-xl", &c));
     CHECK(c.layers == 48 && c.heads == 25 && c.channels == 1600 && c.vocab == 50257);
+    /* the seed system's 1.3B GPT-2: 24 layers of 2048 channels, 16 heads, context 1024 */
+    CHECK_OK(gptc_model_preset("gpt2-1.3b", &c));
+    CHECK(c.layers == 24 && c.heads == 16 && c.channels == 2048 && c.context == 1024 && c.vocab == 50257);
+    size_t np = gptc_model_num_params(&c);
+    CHECK_MSG(np > 1300000000u && np < 1320000000u, "gpt2-1.3b has %zu parameters", np);
     CHECK(gptc_model_preset("gpt5", &c) == GPTC_ERR_ARG);
     c = (gptc_model_config){2, 3, 64, 32, 100, GPTC_GELU_KIND_TANH};
     CHECK(gptc_model_config_check(&c) == GPTC_ERR_ARG);

@@ -14,7 +14,7 @@ typedef struct plan_cli {
     int batch, seq;
     const char *dtype, *recompute, *optimizer;
     int ranks, zero, threads;
-    int naive_attention, no_fusion;
+    int naive_attention, no_fusion, bytes;
     float memory_gib;
 } plan_cli;
 
@@ -32,6 +32,7 @@ static const gptc_option g_plan_opts[] = {
     {"naive-attention", OPT_FLAG, F(naive_attention), "", "plan for the attention that stores the T x T scores", 0, 0},
     {"no-fusion", OPT_FLAG, F(no_fusion), "", "plan for the unfused path (whole (B,T,V) logits)", 0, 0},
     {"memory", OPT_FLOAT, F(memory_gib), "GIB", "memory to fit in, GiB per rank (0: this machine's)", 0, 1e9},
+    {"bytes", OPT_FLAG, F(bytes), "", "print the table in bytes, for scripts (bench/big_model.sh)", 0, 0},
 };
 #undef F
 
@@ -41,9 +42,11 @@ const gptc_command_spec gptc_cmd_plan_spec = {
     g_plan_opts, sizeof g_plan_opts / sizeof g_plan_opts[0], NULL, sizeof(plan_cli),
 };
 
-/* bytes as "123.4 MiB" or "12.34 GiB" */
+/* bytes as "123.4 MiB" or "12.34 GiB" (or the exact count when g_exact) */
+static bool g_exact;
 static const char *human(char *buf, size_t cap, size_t bytes) {
-    if (bytes < ((size_t)1 << 30)) snprintf(buf, cap, "%.1f MiB", bytes / 1048576.0);
+    if (g_exact) snprintf(buf, cap, "%zu", bytes);
+    else if (bytes < ((size_t)1 << 30)) snprintf(buf, cap, "%.1f MiB", bytes / 1048576.0);
     else snprintf(buf, cap, "%.2f GiB", bytes / 1073741824.0);
     return buf;
 }
@@ -60,6 +63,7 @@ int gptc_cmd_plan(int argc, char **argv) {
         gptc_options_help(stdout, &gptc_cmd_plan_spec, &d);
         return 0;
     }
+    g_exact = c.bytes;
     gptc_mem_request r;
     gptc_mem_request_default(&r);
     if (gptc_model_preset(c.model, &r.model) || gptc_precision_from_name(c.dtype, &r.dtype) ||
