@@ -122,6 +122,7 @@ fixtures: setup
 	@sh tools/setup.sh --torch
 	/usr/bin/python3 tools/make_torch_fixture.py tests/fixtures/gpt2_tiny_torch.safetensors
 	/usr/bin/python3 tools/make_torch_fixture.py --gelu erf tests/fixtures/gpt2_tiny_torch_erf.safetensors
+	/usr/bin/python3 tools/make_hellaswag_fixture.py
 	/usr/bin/python3 tools/make_interop_fixtures.py tests/fixtures/interop
 
 bench: setup

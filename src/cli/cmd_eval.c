@@ -2,6 +2,7 @@
  * split, with sliding windows (train/eval.h); one summary line, or one JSON line with --json. */
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "core/core.h"
 #include "train/eval.h"
 
 #include <cjson/cJSON.h>
@@ -13,6 +14,7 @@
 typedef struct eval_cli {
     gptc_eval_options e;
     const char *split;
+    const char *hellaswag;
     int json;
 } eval_cli;
 
@@ -26,12 +28,13 @@ static const gptc_option g_eval_opts[] = {
     {"stride", OPT_INT, F(e.stride), "S", "tokens each window moves on, 1..T; a window's first T-S positions are context only, not scored (unset: T, windows that do not overlap)", 1, 1 << 20},
     {"batch", OPT_INT, F(e.batch), "B", "windows per forward", 1, 1 << 20},
     {"threads", OPT_INT, F(e.threads), "N", "OpenMP threads (0: all cores)", 0, 4096},
+    {"hellaswag", OPT_STRING, F(hellaswag), "FILE", "instead of --data: multiple choice in HellaSwag's jsonl format (ctx, endings, label; the real file is hellaswag_val.jsonl of github.com/rowanz/hellaswag): acc (summed loss of each ending) and acc_norm (per token)", 0, 0},
     {"json", OPT_FLAG, F(json), "", "print one JSON object instead of the summary line", 0, 0},
 };
 #undef F
 
 const gptc_command_spec gptc_cmd_eval_spec = {
-    "eval", "gptc eval --ckpt PATH --data SHARDS [--max-tokens N] [--stride S] [options]",
+    "eval", "gptc eval --ckpt PATH (--data SHARDS [--max-tokens N] [--stride S] | --hellaswag FILE) [options]",
     "Prints a model's mean loss, perplexity and bits per byte over a whole data split (sliding windows).",
     g_eval_opts, sizeof g_eval_opts / sizeof g_eval_opts[0], NULL, sizeof(eval_cli),
 };
@@ -66,6 +69,44 @@ static void print_json(const eval_cli *c, const gptc_eval_result *r) {
     cJSON_Delete(o);
 }
 
+/* gptc eval --hellaswag FILE: the multiple-choice accuracies */
+static int run_hellaswag(const eval_cli *c) {
+    if (c->e.data) {
+        fprintf(stderr, "gptc: --hellaswag and --data: give one (multiple choice, or the loss over a split)\n");
+        return 2;
+    }
+    gptc_mc_result r;
+    gptc_status st = gptc_eval_hellaswag(c->e.ckpt, c->hellaswag, c->e.threads, &r);
+    if (st) {
+        gptc_cli_error();
+        return st == GPTC_ERR_NOMEM ? 1 : 2;
+    }
+    int threads = gptc_threads();
+    if (c->json) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o) return 1;
+        cJSON_AddStringToObject(o, "ckpt", c->e.ckpt);
+        cJSON_AddStringToObject(o, "hellaswag", c->hellaswag);
+        cJSON_AddNumberToObject(o, "items", r.items);
+        cJSON_AddNumberToObject(o, "acc", r.acc);
+        cJSON_AddNumberToObject(o, "acc_norm", r.acc_norm);
+        cJSON_AddNumberToObject(o, "correct", r.correct);
+        cJSON_AddNumberToObject(o, "correct_norm", r.correct_norm);
+        cJSON_AddNumberToObject(o, "tokens", (double)r.tokens);
+        cJSON_AddNumberToObject(o, "threads", threads);
+        cJSON_AddNumberToObject(o, "seconds", r.seconds);
+        char *s = cJSON_PrintUnformatted(o);
+        if (s) printf("%s\n", s);
+        free(s);
+        cJSON_Delete(o);
+        return 0;
+    }
+    printf("hellaswag: %s: %d items, acc %.4f (%d/%d), acc_norm %.4f (%d/%d), %llu ending tokens, %d threads, %.1f s\n",
+           c->hellaswag, r.items, r.acc, r.correct, r.items, r.acc_norm, r.correct_norm, r.items,
+           (unsigned long long)r.tokens, threads, r.seconds);
+    return 0;
+}
+
 int gptc_cmd_eval(int argc, char **argv) {
     eval_cli c = {.split = "val"};
     gptc_eval_options_default(&c.e);
@@ -85,6 +126,7 @@ int gptc_cmd_eval(int argc, char **argv) {
         return 2;
     }
     c.e.train_split = strcmp(c.split, "train") == 0;
+    if (c.hellaswag) return run_hellaswag(&c);
     gptc_eval_result r;
     gptc_status st = gptc_eval(&c.e, &r);
     if (st) {

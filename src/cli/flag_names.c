@@ -20,7 +20,7 @@ static const struct { const char *field, *flag; } g_extra[] = {
     {"ckpt", "ckpt"}, {"tokens", "tokens"}, {"temperature", "temperature"}, {"top_k", "top-k"}, {"top_p", "top-p"},
     {"format", "format"}, {"out", "out"},
     /* gptc_eval_options (gptc eval; ckpt, data, seq, batch and threads as above) */
-    {"stride", "stride"}, {"max_tokens", "max-tokens"}, {"train_split", "split"},
+    {"stride", "stride"}, {"max_tokens", "max-tokens"}, {"train_split", "split"}, {"hellaswag", "hellaswag"},
     /* gptc_prepare_options (gptc prepare), the planner's request (gptc plan), and the rest of gptc train's */
     {"val_fraction", "val-fraction"}, {"shard_tokens", "shard-tokens"}, {"tokenizer", "tokenizer"},
     {"doc_separator", "doc-separator"}, {"ranks", "ranks"}, {"model", "model"}, {"comm_timeout", "comm-timeout"},

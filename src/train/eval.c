@@ -156,6 +156,66 @@ static gptc_status byte_lengths(const gptc_tokenizer *tok, int vocab, int **out)
     return GPTC_OK;
 }
 
+/* The model at ckpt (anything --init reads) into *m on the trainer's fp32 fused path, its config in *cfg,
+ * its tokenizer's name in tokname and the folder it was found in, dir. */
+static gptc_status load_model(const char *ckpt, char *dir, size_t dircap, gptc_model *m, gptc_model_config *cfg,
+                              char *tokname, size_t tokcap) {
+    bool found;
+    gptc_status st = gptc_ckpt_find(ckpt, dir, dircap, &found);
+    if (st) return gptc_fail_prefix(st, "'ckpt'");
+    if (!found)
+        return gptc_fail(GPTC_ERR_IO, "'ckpt' %s: no checkpoint found (expected a folder written by `gptc train 'ckpt'`, "
+                         "a Hugging Face GPT-2 folder or an llm.c .bin)", ckpt);
+    if ((st = gptc_ckpt_read_config(dir, cfg, tokname, tokcap))) return gptc_fail_prefix(st, "'ckpt'");
+    if ((st = gptc_model_init(m, cfg))) return st;
+    if ((st = gptc_ckpt_load(dir, m, NULL, NULL, NULL))) return gptc_fail_prefix(st, "'ckpt'");
+    m->fuse = true; /* the trainer's default path: chunked classifier, fused residual+LayerNorm, fp32 */
+    m->naive_attention = false;
+    m->precision = GPTC_PRECISION_FP32;
+    m->recompute = GPTC_RECOMPUTE_NONE;
+    return GPTC_OK;
+}
+
+gptc_status gptc_eval_hellaswag(const char *ckpt, const char *file, int threads, gptc_mc_result *r) {
+    memset(r, 0, sizeof *r);
+    if (!ckpt || !*ckpt)
+        return gptc_fail(GPTC_ERR_ARG, "'ckpt': missing; give a checkpoint folder written by `gptc train`, a Hugging Face "
+                         "GPT-2 folder or an llm.c .bin");
+    if (threads < 0) return gptc_fail(GPTC_ERR_ARG, "'threads' %d: must be 0 (all cores) or more", threads);
+    char dir[4096], tokname[32] = "";
+    gptc_model_config cfg;
+    gptc_model m = {0};
+    gptc_tokenizer *tz = NULL;
+    gptc_mc_set set = {0};
+    gptc_status st = load_model(ckpt, dir, sizeof dir, &m, &cfg, tokname, sizeof tokname);
+    if (st) goto done;
+    if (!tokname[0]) {
+        st = gptc_fail(GPTC_ERR_STATE, "'ckpt' %s: names no tokenizer, so the text cannot be tokenized", ckpt);
+        goto done;
+    }
+    if ((st = gptc_tokenizer_open_for_model(tokname, dir, &tz))) {
+        st = gptc_fail_prefix(st, "'ckpt' %s", ckpt);
+        goto done;
+    }
+    if (tz->vocab > cfg.vocab) {
+        st = gptc_fail(GPTC_ERR_STATE, "'ckpt' %s: its %s tokenizer has %d ids but the model %d", ckpt, tokname, tz->vocab,
+                       cfg.vocab);
+        goto done;
+    }
+    if ((st = gptc_mc_read(file, tz, &set))) {
+        st = gptc_fail_prefix(st, "'hellaswag'");
+        goto done;
+    }
+    gptc_set_threads(threads);
+    st = gptc_mc_score(&m, &set, r, NULL, NULL);
+    if (st) st = gptc_fail_prefix(st, "'hellaswag' %s", file);
+done:
+    gptc_mc_free(&set);
+    if (tz) gptc_tokenizer_free(tz);
+    gptc_model_free(&m);
+    return st;
+}
+
 gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r) {
     memset(r, 0, sizeof *r);
     if (!o->ckpt || !*o->ckpt)

@@ -22,6 +22,7 @@
 
 #include "data/data.h"
 #include "model/gpt2.h"
+#include "train/hellaswag.h"
 
 typedef struct gptc_eval_options {
     const char *ckpt;   /* anything --init reads: checkpoint folder, step folder, HF folder, llm.c .bin */
@@ -74,5 +75,9 @@ gptc_status gptc_eval_stream_run(gptc_model *m, const gptc_eval_stream *s, int T
  * against the model's, every id against the vocabulary), and evaluates. Bad options and data are
  * GPTC_ERR_ARG / FORMAT / STATE / IO with one line naming the flag or file. */
 gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r);
+
+/* gptc eval --hellaswag: reads the model from ckpt and its tokenizer, reads and scores the
+ * multiple-choice file (train/hellaswag.h) with `threads` threads (0: all cores). */
+gptc_status gptc_eval_hellaswag(const char *ckpt, const char *file, int threads, gptc_mc_result *r);
 
 #endif
