@@ -120,6 +120,7 @@ typedef struct gptc_train_options {
     int keep;              /* checkpoints kept in ckpt_dir (>= 1) */
     int eval_every;        /* steps between val-loss evaluations (0: only at the end) */
     int eval_batches;      /* micro-batches per evaluation */
+    const char *eval_hellaswag; /* multiple choice in HellaSwag's jsonl format scored at each evaluation (NULL: none) */
     int threads;           /* OpenMP threads (0: all cores) */
     int naive_attention;   /* 1: the reference attention that stores (B,NH,T,T) scores; 0: flash */
     int no_fusion;         /* 1: separate bias, residual and LayerNorm kernels and the whole (B,T,V) logits
@@ -202,6 +203,8 @@ typedef struct gptc_step_info {
     double ms;             /* wall time of the step */
     double tokens_per_s;   /* tokens of the step / its wall time */
     float val_loss;        /* val loss if evaluated after this step, else NaN */
+    float hellaswag_acc, hellaswag_acc_norm; /* with 'eval_hellaswag', the multiple-choice accuracies when
+                                              * evaluated after this step, else NaN */
     const char *ckpt_path; /* CHECKPOINT: the folder written */
     const char *sample;    /* text sampled after this step (decoded with the data's tokenizer), else NULL */
     int skipped;           /* 1: a bad step, its update dropped (bad says why) */

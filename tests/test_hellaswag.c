@@ -79,6 +79,23 @@ TEST(hellaswag_matches_torch_float64) {
     gptc_mc_result r1;
     CHECK_OK(gptc_mc_score(&m, &one, &r1, alone, NULL));
     CHECK(memcmp(alone, sums + 5 * 4, sizeof alone) == 0);
+
+    /* in a model whose activations hold one row of the context (as a trainer's at B=1, T=context), the
+     * candidates run one at a time: the same scores */
+    gptc_model m1;
+    CHECK_OK(gptc_model_init(&m1, &cfg));
+    memcpy(m1.params, m.params, sizeof(float) * m.num_floats);
+    m1.fuse = true;
+    CHECK_OK(gptc_model_alloc_train(&m1, 1, cfg.context));
+    double *sums1 = malloc(sizeof(double) * set.n * 4);
+    gptc_mc_result r2;
+    CHECK_OK(gptc_mc_score(&m1, &set, &r2, sums1, NULL));
+    double worst1 = 0;
+    for (int i = 0; i < set.n * 4; i++) worst1 = fmax(worst1, fabs(sums1[i] - sums[i]) / fabs(sums[i]));
+    CHECK_MSG(worst1 < 1e-6 && r2.correct == r.correct && r2.correct_norm == r.correct_norm,
+              "one row at a time: %g relative, %d/%d correct", worst1, r2.correct, r2.correct_norm);
+    gptc_model_free(&m1);
+    free(sums1);
     free(sums), free(ntok);
     gptc_mc_free(&set);
     gptc_tokenizer_free(tz);
@@ -154,5 +171,41 @@ TEST(hellaswag_cli) {
     CHECK_EQ_INT(test_run(cmd, &out), 2);
     CHECK_MSG(out && strstr(out, "line 2") && strstr(out, "--hellaswag") && !strchr(strchr(out, '\n') + 1, '\n'),
               "got: %s", out);
+    free(out);
+    /* inside gptc train: scored at each evaluation and logged; a bad file stops the run before its first step */
+    char run2[4200];
+    snprintf(run2, sizeof run2, "%s/hs_train", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s train --model tiny --data %s --batch 2 --seq 64 --steps 2 --eval-every 1 "
+             "--eval-hellaswag " ITEMS " --ckpt %s", test_gptc_bin(), data, run2);
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    CHECK_MSG(out && strstr(out, "hellaswag acc "), "got: %s", out);
+    free(out);
+    char logp[4300], *log = NULL;
+    snprintf(logp, sizeof logp, "%s/log.jsonl", run2);
+    size_t len;
+    CHECK_OK(gptc_file_read_all(logp, &log, &len));
+    CHECK_MSG(log && strstr(log, "\"hellaswag_acc\":") && strstr(log, "\"hellaswag_acc_norm\":"), "log: %s", log);
+    gptc_free(log);
+    /* gptc report draws them: a chart with a marker per evaluation (steps 1 and 2) for each accuracy */
+    snprintf(cmd, sizeof cmd, "%s report %s >/dev/null", test_gptc_bin(), run2);
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    free(out);
+    char htmlp[4300], *html = NULL;
+    snprintf(htmlp, sizeof htmlp, "%s/report.html", run2);
+    CHECK_OK(gptc_file_read_all(htmlp, &html, &len));
+    int marks = 0;
+    for (const char *p = html; p && (p = strstr(p, "<circle class=\"marker hellaswag-acc")); p++) marks++;
+    CHECK_MSG(html && strstr(html, "HellaSwag") && marks == 4, "%d markers", marks);
+    gptc_free(html);
+    snprintf(cmd, sizeof cmd, "%s train --model tiny --data %s --batch 2 --seq 32 --steps 2 --eval-hellaswag %s --ckpt %s_bad",
+             test_gptc_bin(), data, path, run2);
+    CHECK_EQ_INT(test_run(cmd, &out), 2);
+    CHECK_MSG(out && strstr(out, "--eval-hellaswag") && strstr(out, "line 2") && !strstr(out, "step 1/"), "got: %s", out);
+    free(out);
+    /* an ending longer than --seq cannot be scored in the training arenas: refused, naming --seq */
+    snprintf(cmd, sizeof cmd, "%s train --model tiny --data %s --batch 2 --seq 16 --steps 2 --eval-hellaswag " ITEMS
+             " --ckpt %s_short", test_gptc_bin(), data, run2);
+    CHECK_EQ_INT(test_run(cmd, &out), 2);
+    CHECK_MSG(out && strstr(out, "--seq 16") && !strstr(out, "step 1/"), "got: %s", out);
     free(out);
 }

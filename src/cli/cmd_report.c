@@ -32,9 +32,10 @@ const gptc_command_spec gptc_cmd_report_spec = {
 };
 
 /* One step record; the fields are the log's (NaN when absent). */
-enum { X_LOSS, X_VAL, X_LR, X_NORM, X_MS, X_TOKS, X_MFU, X_P50, X_P95, X_JITTER, X_RSS, NFIELDS };
+enum { X_LOSS, X_VAL, X_LR, X_NORM, X_MS, X_TOKS, X_MFU, X_P50, X_P95, X_JITTER, X_RSS, X_HS, X_HSN, NFIELDS };
 static const char *const k_fields[NFIELDS] = {"loss", "val_loss", "lr", "grad_norm", "ms", "tokens_per_s",
-                                              "mfu", "p50_ms", "p95_ms", "jitter_pct", "rss_mib"};
+                                              "mfu", "p50_ms", "p95_ms", "jitter_pct", "rss_mib",
+                                              "hellaswag_acc", "hellaswag_acc_norm"};
 typedef struct rec {
     int step;
     int order; /* position in the file, so that the last record of a step wins */
@@ -295,6 +296,15 @@ static void page(FILE *f, const char *dir, const run_log *lg, char *ablation_md)
     report_chart(f, "Memory", "MiB", &rss, 1);
     report_series mfu = {"MFU", "mfu", "#bcbd22", x, col[X_MFU], n, false};
     report_chart(f, "Model FLOPs utilisation", "MFU %", &mfu, 1);
+    /* multiple choice (--eval-hellaswag): only the evaluated steps */
+    double *hx = malloc(sizeof(double) * n), *ha = malloc(sizeof(double) * n), *hn = malloc(sizeof(double) * n);
+    int nh = 0;
+    for (int i = 0; hx && ha && hn && i < n; i++)
+        if (isfinite(col[X_HS][i])) hx[nh] = x[i], ha[nh] = 100 * col[X_HS][i], hn[nh++] = 100 * col[X_HSN][i];
+    report_series hs[] = {{"acc", "hellaswag-acc", "#e377c2", hx, ha, nh, true},
+                          {"acc_norm", "hellaswag-acc-norm", "#17becf", hx, hn, nh, true}};
+    if (nh) report_chart(f, "HellaSwag-format multiple choice", "accuracy %", hs, 2);
+    free(hx), free(ha), free(hn);
     fputs("</div>\n", f);
     if (ablation_md) ablation(f, ablation_md);
     fputs("<p class=\"note\">Written by gptc report from log.jsonl", f);

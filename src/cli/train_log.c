@@ -204,6 +204,8 @@ static int step_record(progress *p, const gptc_step_info *in, const step_stats *
     cJSON_AddNumberToObject(rec, "jitter_pct", s->jitter);
     cJSON_AddNumberToObject(rec, "rss_mib", s->rss_mib);
     if (!isnan(in->val_loss)) cJSON_AddNumberToObject(rec, "val_loss", in->val_loss);
+    if (!isnan(in->hellaswag_acc)) cJSON_AddNumberToObject(rec, "hellaswag_acc", in->hellaswag_acc);
+    if (!isnan(in->hellaswag_acc_norm)) cJSON_AddNumberToObject(rec, "hellaswag_acc_norm", in->hellaswag_acc_norm);
     if (in->skipped) {
         cJSON_AddBoolToObject(rec, "skipped", 1);
         cJSON_AddStringToObject(rec, "bad", in->bad);
@@ -258,6 +260,9 @@ static void step_line(progress *p, const gptc_step_info *in, const step_stats *s
     }
     if (!isnan(in->val_loss) && n < sizeof line)
         n += (size_t)snprintf(line + n, sizeof line - n, " | val loss %.4f", in->val_loss);
+    if (!isnan(in->hellaswag_acc) && n < sizeof line)
+        n += (size_t)snprintf(line + n, sizeof line - n, " | hellaswag acc %.4f acc_norm %.4f", in->hellaswag_acc,
+                              in->hellaswag_acc_norm);
     if (live) {
         int cols = term_columns() - 1, chars = 0;
         for (size_t i = 0; i < n && line[i]; i++) /* count UTF-8 characters, not bytes (±) */

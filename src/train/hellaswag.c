@@ -142,7 +142,9 @@ void gptc_mc_shape(const gptc_mc_set *s, int context, int *B, int *T) {
 
 gptc_status gptc_mc_score(gptc_model *m, const gptc_mc_set *s, gptc_mc_result *r, double *sums, int *ntok) {
     memset(r, 0, sizeof *r);
-    int context = m->cfg.context, V = m->cfg.vocab;
+    /* a model with activations already (the trainer's) is run within them: rows of at most m->T inputs,
+     * at most m->B rows per forward */
+    int context = m->act_arena ? m->T : m->cfg.context, V = m->cfg.vocab;
     for (int i = 0; i < s->n; i++)
         for (int e = 0; e < s->items[i].nend; e++) {
             const gptc_mc_item *it = &s->items[i];
@@ -163,13 +165,11 @@ gptc_status gptc_mc_score(gptc_model *m, const gptc_mc_set *s, gptc_mc_result *r
     if (!m->act_arena) {
         gptc_status st = gptc_model_alloc_train(m, Bm, Tm);
         if (st) return st;
-    } else if (m->B < Bm || m->T < Tm) {
-        return gptc_fail(GPTC_ERR_STATE, "multiple choice: the model's activations are for (%d, %d), smaller than (%d, %d)",
-                         m->B, m->T, Bm, Tm);
     }
+    int rows = m->B < Bm ? m->B : Bm; /* candidates per forward */
     float save_drop = m->dropout, save_attn = m->attn_dropout;
     m->dropout = m->attn_dropout = 0;
-    size_t cells = (size_t)Bm * Tm;
+    size_t cells = (size_t)Bm * Tm; /* one item's candidates, whatever the rows per forward */
     int *in = malloc(sizeof(int) * cells), *tg = malloc(sizeof(int) * cells);
     float *losses = malloc(sizeof(float) * cells); /* (B,T) host copy of the per-position losses */
     if (!in || !tg || !losses) {
@@ -195,8 +195,11 @@ gptc_status gptc_mc_score(gptc_model *m, const gptc_mc_set *s, gptc_mc_result *r
                 if (t > 0) tg[(size_t)e * T + t - 1] = t < n ? tok : 0;
             }
         }
-        gptc_model_forward(m, in, tg, B, T);
-        m->be.mem->copy_d2h(losses, m->a.losses, sizeof(float) * (size_t)B * T);
+        for (int e0 = 0; e0 < B; e0 += rows) { /* the candidates, `rows` at a time */
+            int nb = B - e0 < rows ? B - e0 : rows;
+            gptc_model_forward(m, in + (size_t)e0 * T, tg + (size_t)e0 * T, nb, T);
+            m->be.mem->copy_d2h(losses + (size_t)e0 * T, m->a.losses, sizeof(float) * (size_t)nb * T);
+        }
         int best = 0, best_norm = 0;
         double bsum = INFINITY, bnorm = INFINITY;
         for (int e = 0; e < B; e++) {

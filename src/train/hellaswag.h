@@ -14,7 +14,9 @@
  *
  * The candidates of an item run as one forward of B = its ending count rows, each padded to the
  * longest (positions after a row's end are not scored and, the attention being causal, change
- * nothing before them). Internal API (not in gptc.h). */
+ * nothing before them); in a model whose activations are already allocated (the trainer's), rows are
+ * at most its T inputs long ("context" above is then T) and run m->B at a time. Internal API (not in
+ * gptc.h). */
 #ifndef GPTC_TRAIN_HELLASWAG_H
 #define GPTC_TRAIN_HELLASWAG_H
 
@@ -54,8 +56,7 @@ typedef struct gptc_mc_result {
 } gptc_mc_result;
 
 /* Scores every item of s with m (its weights loaded; its activations are allocated for the set's
- * largest item when m has none, else they must be large enough: GPTC_ERR_STATE). Dropout is set
- * off. When sums is not NULL it gets each candidate's summed loss, item i's candidate e at
+ * largest item when m has none, else the rows fit them as above). Dropout is off meanwhile. When sums is not NULL it gets each candidate's summed loss, item i's candidate e at
  * sums[i * s->max_endings + e] (NaN for the candidates an item lacks), and ntok the token counts
  * after truncation. An ending too long for the context is GPTC_ERR_FORMAT naming the item. */
 gptc_status gptc_mc_score(gptc_model *m, const gptc_mc_set *s, gptc_mc_result *r, double *sums, int *ntok);

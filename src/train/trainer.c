@@ -34,6 +34,7 @@ void trainer_free(trainer *t) {
     free(t->starts);
     gptc_free(t->gshard);
     gptc_tokenizer_free(t->tok);
+    gptc_mc_free(&t->hs);
     free(t->sample);
     gptc_guard_free(&t->guard);
     free(t->guard_buf);
@@ -101,7 +102,8 @@ static gptc_status start(run *x) {
     if (st) return st;
     x->base = (gptc_step_info){.event = GPTC_EVENT_START, .model = &x->o.model, .first_step = r->first_step,
                                .tokens_per_update = (long)t->state.hp.i[GPTC_HP_total_batch], .step = r->first_step,
-                               .steps = x->o.steps, .val_loss = NAN};
+                               .steps = x->o.steps, .val_loss = NAN, .hellaswag_acc = NAN,
+                               .hellaswag_acc_norm = NAN};
     x->stop = t->rank == 0 && x->on_step && x->on_step(x->user, &x->base);
     gptc_dist_bcast(&x->stop, sizeof x->stop, 0);
     return GPTC_OK;

@@ -119,6 +119,14 @@ static void report(run *x, const step_outcome *s, double ms, gptc_step_info *inf
         if (isnan(x->r.first_val_loss)) x->r.first_val_loss = info->val_loss;
         x->r.last_val_loss = info->val_loss;
     }
+    if (t->hs.n && ((o->eval_every && t->state.step % o->eval_every == 0) || last || x->r.steps_run == 1)) {
+        gptc_mc_result hr;
+        gptc_prof_begin(GPTC_PROF_PHASE, "eval.hellaswag", -1);
+        gptc_status st = gptc_mc_score(&t->model, &t->hs, &hr, NULL, NULL);
+        gptc_prof_end(0, 0);
+        if (st == GPTC_OK) info->hellaswag_acc = (float)hr.acc, info->hellaswag_acc_norm = (float)hr.acc_norm;
+        else gptc_warn("'eval_hellaswag': %s", gptc_last_error());
+    }
     if (t->tok && t->state.step % o->sample_every == 0) info->sample = sample_now(t);
     if (x->on_step && x->on_step(x->user, info)) x->stop = 1;
     const gptc_callbacks *cb = o->callbacks;

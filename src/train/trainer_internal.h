@@ -25,6 +25,7 @@
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/guard.h"
+#include "train/hellaswag.h"
 #include "train/hparams.h"
 #include "train/weights.h"
 
@@ -58,6 +59,7 @@ typedef struct trainer {
     int *inputs, *targets; /* (B,T) */
     int accum;
     gptc_tokenizer *tok;   /* the data's tokenizer, for samples in the log (NULL: none) */
+    gptc_mc_set hs;        /* 'eval_hellaswag': the multiple-choice items, tokenized (hs.n 0: none) */
     char *sample;          /* the last sample's text */
     gptc_trainer_state state;
     gptc_lr_schedule sched;

@@ -73,6 +73,27 @@ static gptc_status load_position(trainer *t, const char *dir, gptc_trainer_state
 
 /* The weights the run starts from: the checkpoint's (resume non-empty: with its position and
  * optimizer state), init's, or a random init; then the warm-up + cosine and the samples' tokenizer. */
+/* 'eval_hellaswag': the items, tokenized with the data's tokenizer */
+static gptc_status open_hellaswag(trainer *t, const char *file) {
+    if (!t->state.tokenizer[0])
+        return gptc_fail(GPTC_ERR_ARG, "'eval_hellaswag' %s: the data does not name its tokenizer (no meta.json), so the "
+                         "text cannot be tokenized; train on a folder made by `gptc prepare`", file);
+    gptc_tokenizer *tz;
+    gptc_status st = gptc_tokenizer_open(t->state.tokenizer, &tz);
+    if (st) return gptc_fail_prefix(st, "'eval_hellaswag'");
+    st = gptc_mc_read(file, tz, &t->hs);
+    gptc_tokenizer_free(tz);
+    if (st) return gptc_fail_prefix(st, "'eval_hellaswag'");
+    /* the items run in the training arenas: every ending must fit 'seq' with a token of context */
+    for (int i = 0; i < t->hs.n; i++)
+        for (int e = 0; e < t->hs.items[i].nend; e++)
+            if (t->hs.items[i].nendtok[e] > t->o->seq)
+                return gptc_fail(GPTC_ERR_ARG, "'eval_hellaswag' %s: item %d's ending %d is %d tokens, more than 'seq' %d "
+                                 "holds with its context; train with a longer 'seq' or score it with gptc eval "
+                                 "--hellaswag", file, i + 1, e, t->hs.items[i].nendtok[e], t->o->seq);
+    return GPTC_OK;
+}
+
 gptc_status trainer_start_weights(trainer *t, const gptc_train_options *o, const char *resume,
                                   const gptc_weights_info *init) {
     gptc_status st;
@@ -90,6 +111,7 @@ gptc_status trainer_start_weights(trainer *t, const gptc_train_options *o, const
         gptc_model_init_weights(&t->model, o->seed);
     }
     t->sched = (gptc_lr_schedule){.lr = o->lr, .warmup = o->warmup, .steps = o->steps, .floor = o->lr_floor};
+    if (o->eval_hellaswag && (st = open_hellaswag(t, o->eval_hellaswag))) return st;
     if (!o->sample_every) return GPTC_OK;
     if (!t->state.tokenizer[0]) {
         if (t->rank == 0) gptc_warn("'sample_every': the data does not name its tokenizer (no meta.json); no samples");
