@@ -6,6 +6,7 @@
  *   - ZeRO-1 halves the AdamW moments each rank allocates (as the run reports them);
  *   - a checkpoint written by 2 ranks (ZeRO-1) resumes on 1, and one written by 1 resumes on 2
  *     (ZeRO-1), each continuing to the uninterrupted run's losses and weights;
+ *   - --fused-update (and with ZeRO-1) on 2 ranks equals 1 rank x 2B too, and the ordinary 2 ranks bit for bit;
  *   - a bad token id that only rank 1 reads stops the whole job, non-zero, with rank 1's message.
  * Skipped (with a SKIP line) when the binary was built without MPI or mpirun is missing. */
 #include "test.h"
@@ -183,6 +184,47 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
     printf("    AdamW moments per rank: %.3f MiB replicated, %.3f MiB with ZeRO-1\n", moments_mib[0], moments_mib[1]);
     CHECK_MSG(fabs(moments_mib[1] - moments_mib[0] / 2) <= 0.01 * moments_mib[0], "ZeRO-1 moments %g MiB, replicated %g MiB",
               moments_mib[1], moments_mib[0]);
+}
+
+/* --fused-update on 2 ranks (each layer's slot all-reduced in both backward passes; with ZeRO-1 each rank
+ * updates its shard's part of every layer) equals 1 rank with twice the batch, as the ordinary exchange
+ * does; without ZeRO-1 it gives the ordinary 2-rank run's bits (the same sums of the same gradients). */
+TEST(mpi_fused_update_matches_one_rank_double_batch) {
+    if (!have_mpi()) return;
+    double ref[STEPS + 1], got[STEPS + 1], plain[STEPS + 1];
+    const char *ref_ck = reference(ref);
+    char plain_ck[600], plain_losses[700], *out = NULL;
+    snprintf(plain_ck, sizeof plain_ck, "%s/mpi-fused-plain", test_tmpdir());
+    snprintf(plain_losses, sizeof plain_losses, "%s.losses", plain_ck);
+    int rc = train(2, 2, STEPS, plain_ck, plain_losses, "", &out);
+    CHECK_MSG(rc == 0, "ordinary 2-rank run: exit %d: %s", rc, out);
+    free(out);
+    read_losses(plain_losses, plain);
+    static const struct { const char *name, *flags; } cases[] = {
+        {"fused", "--fused-update"},
+        {"fused-zero1", "--fused-update --zero 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char ck[600], losses[700];
+        out = NULL;
+        snprintf(ck, sizeof ck, "%s/mpi-%s", test_tmpdir(), cases[i].name);
+        snprintf(losses, sizeof losses, "%s.losses", ck);
+        rc = train(2, 2, STEPS, ck, losses, cases[i].flags, &out);
+        CHECK_MSG(rc == 0, "%s: exit %d: %s", cases[i].name, rc, out);
+        read_losses(losses, got);
+        double kb, le = losses_err(got, ref, 1), we = weights_err(ck, ref_ck, &kb);
+        printf("    %-12s max loss rel diff %.2e, max weight diff %.2e (%s), key bias %.1e\n", cases[i].name, le, we,
+               g_worst, kb);
+        CHECK_MSG(le <= LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
+        CHECK_MSG(we <= WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
+        CHECK_MSG(kb <= KBIAS_TOL, "%s: key biases differ by %g", cases[i].name, kb);
+        if (i == 0) {
+            double pkb, pwe = weights_err(ck, plain_ck, &pkb);
+            CHECK_MSG(pwe == 0 && pkb == 0, "fused vs ordinary on 2 ranks: weights differ by %g (key bias %g)", pwe, pkb);
+            CHECK_MSG(losses_err(got, plain, 1) == 0, "fused vs ordinary on 2 ranks: losses differ");
+        }
+        free(out);
+    }
 }
 
 TEST(mpi_checkpoints_resume_across_rank_counts) {
