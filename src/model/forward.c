@@ -12,7 +12,10 @@
  * forward; the backward reruns the forward's code for them (recompute_layer), so every level gives
  * the same bits. Under bf16 storage (gpt2.h gptc_acts.act16) the LayerNorm outputs, the GELU output and
  * the flash attention's atty are bf16 arrays: their producers and the GEMMs that read them take the
- * flags a->act16 / a->atty16 (backend/ops.h), the step's bits being those of fp32 storage. */
+ * flags a->act16 / a->atty16 (backend/ops.h), the step's bits being those of fp32 storage. With
+ * m->fused_update the layers' gradients share one slot, zeroed before each layer's backward, and
+ * gptc_model_backward_layers runs the body's backward a second time (gpt2.h) for the trainer's
+ * per-layer updates. */
 #include "model/gpt2.h"
 
 /* ---- dropout sites: each has its own stream of the step's seed (kernels/dropout.h) */
