@@ -325,7 +325,7 @@ TEST(mpi_profile_has_every_rank_and_the_communication) {
  * docs/faults.md) poisons the averaged gradients of both ranks, and both drop that update; the
  * losses and weights after it are those of 1 rank x 2B with the same step dropped (so neither rank
  * updated: one that had would change the averaged losses after it), and the weights of the two ranks
- * stay the same bits (the run checks that at the end). With --bad-steps 0 --on-bad stop the job
+ * stay the same bits (the run checks that at the end); the same with --fused-update and ZeRO-1. With --bad-steps 0 --on-bad stop the job
  * stops at step 3 with rank 0 naming it. */
 TEST(mpi_nonfinite_step_is_skipped_on_every_rank) {
     if (!have_mpi()) return;
@@ -349,6 +349,18 @@ TEST(mpi_nonfinite_step_is_skipped_on_every_rank) {
     printf("    step 3 dropped on both ranks: losses after it differ by %.2e (relative), weights by %.2e\n", le, we);
     CHECK_MSG(le <= LOSS_TOL, "losses after the skipped step differ by %g", le);
     CHECK_MSG(we <= WEIGHT_TOL && kb <= KBIAS_TOL, "weights differ by %g (key bias %g)", we, kb);
+    /* --fused-update with ZeRO-1: the poisoned rank's gradient reaches the other through the exchange,
+     * both drop the step before any layer is updated, and end where the ordinary 2-rank run does */
+    char ck4[600], l4[700];
+    snprintf(ck4, sizeof ck4, "%s/mpi-nan-fused", test_tmpdir());
+    snprintf(l4, sizeof l4, "%s.losses", ck4);
+    rc = train(2, 2, STEPS, ck4, l4, "--bad-steps 1 --on-bad stop --fused-update --zero 1", &out);
+    CHECK_MSG(rc == 0 && strstr(out, "1 bad step skipped"), "2-rank --fused-update run: exit %d: %s", rc, out);
+    free(out);
+    read_losses(l4, got);
+    le = losses_err(got, ref, 4), we = weights_err(ck4, ck1, &kb);
+    CHECK_MSG(le <= LOSS_TOL, "--fused-update: losses after the skipped step differ by %g", le);
+    CHECK_MSG(we <= WEIGHT_TOL && kb <= KBIAS_TOL, "--fused-update: weights differ by %g (key bias %g)", we, kb);
     /* no bad step allowed: the whole job stops at step 3, named once by rank 0 */
     char ck3[600], l3[700];
     snprintf(ck3, sizeof ck3, "%s/mpi-nan-3", test_tmpdir());
