@@ -71,14 +71,12 @@ static void reducer_hook(void *user, size_t lo) { gptc_reducer_ready(user, lo); 
  * piece inside the range summed on its own (gptc_be_grad_sumsq, in double), the pieces added in
  * tensor order. Both update paths sum the global norm this way (the fused one gets its pieces layer by
  * layer, out of order, and adds them in tensor order at the end), so they agree to the bit. */
-static double tensor_sumsq(const gptc_model *m, const float *g, size_t lo, size_t hi, double *per_tensor) {
+static double tensor_sumsq(const gptc_model *m, const float *g, size_t lo, size_t hi) {
     double sum = 0;
     for (int i = 0; i < m->ntensors; i++) {
         const gptc_tensor_desc *d = &m->tensors[i];
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
-        double s = a < b ? gptc_be_grad_sumsq(&m->be, g + (a - lo), b - a) : 0;
-        if (per_tensor) per_tensor[i] = s;
-        sum += s;
+        if (a < b) sum += gptc_be_grad_sumsq(&m->be, g + (a - lo), b - a);
     }
     return sum;
 }
@@ -118,13 +116,13 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
     }
     gptc_prof_begin(GPTC_PROF_PHASE, "optimizer", -1); /* closed by the caller after the update */
     *g = t->gshard ? t->gshard : m->grads + t->lo;
-    double sums[2] = {loss_sum / t->accum, o->zero ? tensor_sumsq(m, *g, t->lo, t->hi, NULL) : 0};
+    double sums[2] = {loss_sum / t->accum, o->zero ? tensor_sumsq(m, *g, t->lo, t->hi) : 0};
     if (t->world > 1) gptc_prof_begin(GPTC_PROF_COMM, "comm.sum_loss", -1);
     st = gptc_dist_sum_ordered(sums, 2);
     if (t->world > 1) gptc_prof_end(0, 16.0 * t->world);
     if ((st = gptc_dist_agree(st))) return st;
     *loss = (float)(sums[0] / t->world);
-    *norm = sqrt(o->zero ? sums[1] : tensor_sumsq(m, m->grads, 0, m->num_floats, NULL));
+    *norm = sqrt(o->zero ? sums[1] : tensor_sumsq(m, m->grads, 0, m->num_floats));
     return GPTC_OK;
 }
 
