@@ -134,6 +134,9 @@ typedef struct gptc_train_options {
      * sequences of each global batch of ranks x B, and total_batch counts the tokens of all ranks */
     float bucket_mb;       /* MB of gradients per exchange bucket (0: one exchange per tensor) */
     int zero;              /* 1: ZeRO-1, the optimizer state split over the ranks; 0: every rank holds all */
+    int fused_update;      /* 1: each layer's update inside the backward, one layer's gradients at a time (no
+                            * whole-model gradient; two backward passes per step, for the exact global norm);
+                            * needs total_batch = B*T (no accumulation) and one rank */
     /* the step guard (src/train/guard.h): a bad step — loss or gradient norm not finite, or with
      * skip_spikes a z-score above spike_z over the last spike_window good steps — drops its update
      * (every rank the same, agreed); more than bad_steps bad steps in a row roll the run back to its

@@ -6,6 +6,7 @@
  *   - ZeRO-1 halves the AdamW moments each rank allocates (as the run reports them);
  *   - a checkpoint written by 2 ranks (ZeRO-1) resumes on 1, and one written by 1 resumes on 2
  *     (ZeRO-1), each continuing to the uninterrupted run's losses and weights;
+ *   - --fused-update (and with ZeRO-1) on 2 ranks equals 1 rank x 2B too, and the ordinary 2 ranks bit for bit;
  *   - a bad token id that only rank 1 reads stops the whole job, non-zero, with rank 1's message.
  * Skipped (with a SKIP line) when the binary was built without MPI or mpirun is missing. */
 #include "test.h"
@@ -185,6 +186,47 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
               moments_mib[1], moments_mib[0]);
 }
 
+/* --fused-update on 2 ranks (each layer's slot all-reduced in both backward passes; with ZeRO-1 each rank
+ * updates its shard's part of every layer) equals 1 rank with twice the batch, as the ordinary exchange
+ * does; without ZeRO-1 it gives the ordinary 2-rank run's bits (the same sums of the same gradients). */
+TEST(mpi_fused_update_matches_one_rank_double_batch) {
+    if (!have_mpi()) return;
+    double ref[STEPS + 1], got[STEPS + 1], plain[STEPS + 1];
+    const char *ref_ck = reference(ref);
+    char plain_ck[600], plain_losses[700], *out = NULL;
+    snprintf(plain_ck, sizeof plain_ck, "%s/mpi-fused-plain", test_tmpdir());
+    snprintf(plain_losses, sizeof plain_losses, "%s.losses", plain_ck);
+    int rc = train(2, 2, STEPS, plain_ck, plain_losses, "", &out);
+    CHECK_MSG(rc == 0, "ordinary 2-rank run: exit %d: %s", rc, out);
+    free(out);
+    read_losses(plain_losses, plain);
+    static const struct { const char *name, *flags; } cases[] = {
+        {"fused", "--fused-update"},
+        {"fused-zero1", "--fused-update --zero 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char ck[600], losses[700];
+        out = NULL;
+        snprintf(ck, sizeof ck, "%s/mpi-%s", test_tmpdir(), cases[i].name);
+        snprintf(losses, sizeof losses, "%s.losses", ck);
+        rc = train(2, 2, STEPS, ck, losses, cases[i].flags, &out);
+        CHECK_MSG(rc == 0, "%s: exit %d: %s", cases[i].name, rc, out);
+        read_losses(losses, got);
+        double kb, le = losses_err(got, ref, 1), we = weights_err(ck, ref_ck, &kb);
+        printf("    %-12s max loss rel diff %.2e, max weight diff %.2e (%s), key bias %.1e\n", cases[i].name, le, we,
+               g_worst, kb);
+        CHECK_MSG(le <= LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
+        CHECK_MSG(we <= WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
+        CHECK_MSG(kb <= KBIAS_TOL, "%s: key biases differ by %g", cases[i].name, kb);
+        if (i == 0) {
+            double pkb, pwe = weights_err(ck, plain_ck, &pkb);
+            CHECK_MSG(pwe == 0 && pkb == 0, "fused vs ordinary on 2 ranks: weights differ by %g (key bias %g)", pwe, pkb);
+            CHECK_MSG(losses_err(got, plain, 1) == 0, "fused vs ordinary on 2 ranks: losses differ");
+        }
+        free(out);
+    }
+}
+
 TEST(mpi_checkpoints_resume_across_rank_counts) {
     if (!have_mpi()) return;
     double ref[STEPS + 1], got[STEPS + 1];
@@ -283,7 +325,7 @@ TEST(mpi_profile_has_every_rank_and_the_communication) {
  * docs/faults.md) poisons the averaged gradients of both ranks, and both drop that update; the
  * losses and weights after it are those of 1 rank x 2B with the same step dropped (so neither rank
  * updated: one that had would change the averaged losses after it), and the weights of the two ranks
- * stay the same bits (the run checks that at the end). With --bad-steps 0 --on-bad stop the job
+ * stay the same bits (the run checks that at the end); the same with --fused-update and ZeRO-1. With --bad-steps 0 --on-bad stop the job
  * stops at step 3 with rank 0 naming it. */
 TEST(mpi_nonfinite_step_is_skipped_on_every_rank) {
     if (!have_mpi()) return;
@@ -307,6 +349,18 @@ TEST(mpi_nonfinite_step_is_skipped_on_every_rank) {
     printf("    step 3 dropped on both ranks: losses after it differ by %.2e (relative), weights by %.2e\n", le, we);
     CHECK_MSG(le <= LOSS_TOL, "losses after the skipped step differ by %g", le);
     CHECK_MSG(we <= WEIGHT_TOL && kb <= KBIAS_TOL, "weights differ by %g (key bias %g)", we, kb);
+    /* --fused-update with ZeRO-1: the poisoned rank's gradient reaches the other through the exchange,
+     * both drop the step before any layer is updated, and end where the ordinary 2-rank run does */
+    char ck4[600], l4[700];
+    snprintf(ck4, sizeof ck4, "%s/mpi-nan-fused", test_tmpdir());
+    snprintf(l4, sizeof l4, "%s.losses", ck4);
+    rc = train(2, 2, STEPS, ck4, l4, "--bad-steps 1 --on-bad stop --fused-update --zero 1", &out);
+    CHECK_MSG(rc == 0 && strstr(out, "1 bad step skipped"), "2-rank --fused-update run: exit %d: %s", rc, out);
+    free(out);
+    read_losses(l4, got);
+    le = losses_err(got, ref, 4), we = weights_err(ck4, ck1, &kb);
+    CHECK_MSG(le <= LOSS_TOL, "--fused-update: losses after the skipped step differ by %g", le);
+    CHECK_MSG(we <= WEIGHT_TOL && kb <= KBIAS_TOL, "--fused-update: weights differ by %g (key bias %g)", we, kb);
     /* no bad step allowed: the whole job stops at step 3, named once by rank 0 */
     char ck3[600], l3[700];
     snprintf(ck3, sizeof ck3, "%s/mpi-nan-3", test_tmpdir());

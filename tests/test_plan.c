@@ -1,5 +1,6 @@
 /* test_plan.c — the memory planner against what a training setup really allocates (counted by
- * gptc_alloc_stats), ZeRO-1's split of the optimizer state, `gptc plan`'s table, and `gptc train`
+ * gptc_alloc_stats; case 4 with --fused-update's compact gradient arena), ZeRO-1's split of the
+ * optimizer state, --fused-update's gradients, `gptc plan`'s table, and `gptc train`
  * refusing a run that cannot fit before it allocates anything big. */
 #include "test.h"
 #include "model/plan.h"
@@ -10,7 +11,7 @@
 #include <unistd.h>
 
 static const gptc_model_config k_cfg = {.layers = 2, .heads = 4, .channels = 128, .context = 256, .vocab = 512};
-enum { B = 4, T = 200, NCASES = 4 };
+enum { B = 4, T = 200, NCASES = 5 };
 
 /* the settings of each measured case */
 static void case_request(int c, gptc_mem_request *r) {
@@ -21,8 +22,21 @@ static void case_request(int c, gptc_mem_request *r) {
     r->naive_attention = c == 1;
     r->no_fusion = c == 1 || c == 3;
     r->dtype = c >= 2 ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
-    const gptc_recompute rc[NCASES] = {GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_GELU, GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_ATTN};
+    const gptc_recompute rc[NCASES] = {GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_GELU, GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_ATTN,
+                                       GPTC_RECOMPUTE_BLOCK};
     r->recompute = rc[c];
+    r->fused_update = c == 4;
+}
+
+/* --fused-update's per-layer AdamW (the trainer's hook, trainer_step.c, in small) */
+typedef struct { gptc_model *m; float *mom, *vel; } fused_user;
+static void fused_layer_update(void *user, size_t lo) {
+    fused_user *u = user;
+    gptc_model *m = u->m;
+    if (lo < m->layer_lo || lo >= m->lnf_lo) return;
+    gptc_adamw h = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    gptc_adamw_update_range(m, m->cgrads + m->layer_lo, u->mom + lo, u->vel + lo, lo, lo + m->layer_stride, &h, 1e-3f,
+                            1.0f, 1);
 }
 
 /* Runs in its own process (GPTC_TEST_PLAN_CASE set by plan_matches_allocations; a no-op otherwise):
@@ -48,6 +62,7 @@ TEST(plan_alloc_child) {
     m.fuse = !r.no_fusion;
     m.precision = r.dtype;
     m.recompute = r.recompute;
+    m.fused_update = r.fused_update;
     CHECK_OK(gptc_model_alloc_train(&m, B, T));
     float *mom = gptc_alloc(m.num_floats * sizeof(float), "m"), *vel = gptc_alloc(m.num_floats * sizeof(float), "v");
     int *in = gptc_alloc(sizeof(int) * B * T, "inputs"), *tg = gptc_alloc(sizeof(int) * B * T, "targets");
@@ -55,7 +70,15 @@ TEST(plan_alloc_child) {
     gptc_model_zero_grad(&m);
     gptc_model_forward_backward(&m, in, tg, B, T, 1.0f);
     gptc_adamw h = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
-    gptc_adamw_update(&m, mom, vel, &h, 1e-3f, 1.0f, 1);
+    if (r.fused_update) { /* the update pass, each layer from its slot */
+        fused_user u = {&m, mom, vel};
+        m.grads_ready = fused_layer_update;
+        m.grads_ready_user = &u;
+        gptc_model_backward_layers(&m);
+        m.grads_ready = NULL;
+    } else {
+        gptc_adamw_update(&m, mom, vel, &h, 1e-3f, 1.0f, 1);
+    }
     gptc_model_forward(&m, in, tg, B, T);
     gptc_alloc_stats(&live1, &peak1);
     printf("PLANCHECK planned=%zu peak=%zu live=%zu\n", p.total, peak1 - live0, live1 - live0);
@@ -83,9 +106,9 @@ TEST(plan_matches_allocations) {
         double err = planned ? ((double)planned - (double)peak) / (double)planned : 1;
         gptc_mem_request r;
         case_request(c, &r);
-        printf("    %s %s %s recompute %-5s: planned %.2f MiB, allocated %.2f MiB at peak (%+.2f%%), %.2f MiB live\n",
+        printf("    %s %s %s recompute %-5s%s: planned %.2f MiB, allocated %.2f MiB at peak (%+.2f%%), %.2f MiB live\n",
                r.naive_attention ? "naive" : "flash", r.no_fusion ? "unfused" : "fused", gptc_precision_name(r.dtype),
-               gptc_recompute_name(r.recompute), planned / 1048576.0, peak / 1048576.0, 100 * err, live / 1048576.0);
+               gptc_recompute_name(r.recompute), r.fused_update ? " fused-update" : "", planned / 1048576.0, peak / 1048576.0, 100 * err, live / 1048576.0);
         CHECK_MSG(fabs(err) <= 0.03, "case %d: planned %zu bytes, allocated %zu at peak", c, planned, peak);
         free(out);
     }
@@ -116,6 +139,33 @@ TEST(plan_zero_divides_optimizer_state) {
     }
     r.zero = 2;
     CHECK(gptc_mem_plan_make(&r, &p) == GPTC_ERR_ARG && strstr(gptc_last_error(), "'zero'"));
+}
+
+/* --fused-update: the gradients are the compact arena alone (the embeddings', one layer slot, ln_f's),
+ * whose size is the arena less L-1 layers; the rest of the plan is unchanged. */
+TEST(plan_fused_update_counts_compact_arena) {
+    gptc_mem_request r;
+    gptc_mem_request_default(&r);
+    CHECK_OK(gptc_model_preset("gpt2-1.3b", &r.model));
+    r.batch = 1;
+    r.seq = 1024;
+    gptc_mem_plan whole, fused;
+    CHECK_OK(gptc_mem_plan_make(&r, &whole));
+    r.fused_update = true;
+    CHECK_OK(gptc_mem_plan_make(&r, &fused));
+    size_t floats = gptc_model_fused_grad_floats(&r.model);
+    CHECK_EQ_INT(fused.grads, gptc_alloc_block_bytes(floats * sizeof(float)));
+    CHECK(fused.grads * 8 < whole.grads); /* wte (0.4 GB) and one of 24 layers (0.2 GB) of 4.9 GiB */
+    /* the compact arena is the parameter arena less L-1 layers (a small model's, allocated) */
+    gptc_model m;
+    CHECK_OK(gptc_model_init(&m, &k_cfg));
+    size_t layer = m.tensors[2 + GPTC_LAYER_TENSORS].offset - m.tensors[2].offset;
+    CHECK_EQ_INT(gptc_model_fused_grad_floats(&k_cfg), m.num_floats - (size_t)(k_cfg.layers - 1) * layer);
+    gptc_model_free(&m);
+    CHECK(fused.params == whole.params && fused.optim == whole.optim && fused.acts == whole.acts &&
+          fused.workspace == whole.workspace);
+    printf("    gpt2-1.3b gradients: %.2f GiB whole, %.3f GiB with --fused-update\n", whole.grads / 1073741824.0,
+           fused.grads / 1073741824.0);
 }
 
 TEST(plan_cli_table) {

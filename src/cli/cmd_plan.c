@@ -14,7 +14,7 @@ typedef struct plan_cli {
     int batch, seq;
     const char *dtype, *recompute, *optimizer;
     int ranks, zero, threads;
-    int naive_attention, no_fusion, bytes;
+    int naive_attention, no_fusion, fused_update, bytes;
     float memory_gib;
 } plan_cli;
 
@@ -31,6 +31,7 @@ static const gptc_option g_plan_opts[] = {
     {"threads", OPT_INT, F(threads), "N", "OpenMP threads per rank (0: all cores)", 0, 4096},
     {"naive-attention", OPT_FLAG, F(naive_attention), "", "plan for the attention that stores the T x T scores", 0, 0},
     {"no-fusion", OPT_FLAG, F(no_fusion), "", "plan for the unfused path (whole (B,T,V) logits)", 0, 0},
+    {"fused-update", OPT_FLAG, F(fused_update), "", "plan for gptc train --fused-update (gradients of one layer at a time)", 0, 0},
     {"memory", OPT_FLOAT, F(memory_gib), "GIB", "memory to fit in, GiB per rank (0: this machine's)", 0, 1e9},
     {"bytes", OPT_FLAG, F(bytes), "", "print the table in bytes, for scripts (bench/big_model.sh)", 0, 0},
 };
@@ -79,16 +80,17 @@ int gptc_cmd_plan(int argc, char **argv) {
     r.threads = c.threads;
     r.naive_attention = c.naive_attention;
     r.no_fusion = c.no_fusion;
+    r.fused_update = c.fused_update;
     gptc_mem_plan p;
     if (gptc_mem_plan_make(&r, &p)) {
         gptc_cli_error();
         return 2;
     }
     printf("plan: %s (%.1fM parameters), batch %d x %d, dtype %s, recompute %s, %s attention, %s, %d threads, "
-           "%d rank%s, zero %d\n",
+           "%d rank%s, zero %d%s\n",
            c.model, gptc_model_num_params(&r.model) / 1e6, r.batch, r.seq, c.dtype, c.recompute,
            r.naive_attention ? "naive" : "flash", r.no_fusion ? "unfused" : "fused", p.threads, r.ranks,
-           r.ranks == 1 ? "" : "s", r.zero);
+           r.ranks == 1 ? "" : "s", r.zero, r.fused_update ? ", fused update" : "");
     const char *rows[] = {"parameters",  "bf16 weights copy", "gradients", "optimizer state",
                           "activations", "workspace",         "total per rank"};
     size_t vals[] = {p.params, p.weights16, p.grads, p.optim, p.acts, p.workspace, p.total};

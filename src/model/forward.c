@@ -12,7 +12,10 @@
  * forward; the backward reruns the forward's code for them (recompute_layer), so every level gives
  * the same bits. Under bf16 storage (gpt2.h gptc_acts.act16) the LayerNorm outputs, the GELU output and
  * the flash attention's atty are bf16 arrays: their producers and the GEMMs that read them take the
- * flags a->act16 / a->atty16 (backend/ops.h), the step's bits being those of fp32 storage. */
+ * flags a->act16 / a->atty16 (backend/ops.h), the step's bits being those of fp32 storage. With
+ * m->fused_update the layers' gradients share one slot, zeroed before each layer's backward, and
+ * gptc_model_backward_layers runs the body's backward a second time (gpt2.h) for the trainer's
+ * per-layer updates. */
 #include "model/gpt2.h"
 
 /* ---- dropout sites: each has its own stream of the step's seed (kernels/dropout.h) */
@@ -114,10 +117,11 @@ static void body_forward(gptc_model *m, const int *inputs, int B, int T) {
 }
 
 /* Before layer l's backward: recomputes what m->recompute dropped, with the forward's kernels on the
- * forward's inputs, so the values are the forward's bit for bit. The last layer needs nothing: its
- * forward ran last, so the shared buffers still hold its activations. */
-static void recompute_layer(gptc_model *m, int l, int B, int T) {
-    if (m->recompute == GPTC_RECOMPUTE_NONE || l == m->cfg.layers - 1) return;
+ * forward's inputs, so the values are the forward's bit for bit. The last layer needs nothing after
+ * the forward (`again` false): its forward ran last, so the shared buffers still hold its activations;
+ * in a second backward pass (again) they hold layer 0's, so it is recomputed too. */
+static void recompute_layer(gptc_model *m, int l, int B, int T, bool again) {
+    if (m->recompute == GPTC_RECOMPUTE_NONE || (l == m->cfg.layers - 1 && !again)) return;
     gptc_be_phase_begin(&m->be, "recompute", l);
     if (m->recompute == GPTC_RECOMPUTE_BLOCK) {
         ln1_forward(m, l, B * T);
@@ -151,8 +155,11 @@ static void attention_backward(gptc_model *m, int l, int B, int T) {
     gptc_be_heads_to_qkv_grad(be, "attn.merge_heads.bwd", l, d->dqkv, d->dq, d->dk, d->dv, B, T, C, NH);
 }
 
-/* The body's backward from d->dlnf (B,T,C), accumulating into the gradients. */
-static void body_backward(gptc_model *m, int B, int T) {
+/* The body's backward from d->dlnf (B,T,C), accumulating into the gradients. With m->fused_update the
+ * layers' gradient views are one slot, zeroed before each layer's backward. again: fused_update's
+ * second pass (gptc_model_backward_layers): ln_f's gradient into scratch, every layer recomputed, no
+ * embeddings' backward. */
+static void body_backward(gptc_model *m, int B, int T, bool again) {
     const gptc_backend *be = &m->be;
     int L = m->cfg.layers, C = m->cfg.channels, BT = B * T;
     gptc_acts *a = &m->a;
@@ -160,16 +167,24 @@ static void body_backward(gptc_model *m, int B, int T) {
     gptc_weights *w = &m->w, *g = &m->g;
     size_t btc = (size_t)BT * C;
     gptc_be_phase_begin(be, "backward", -1);
-    gptc_be_layernorm_bwd_residual(be, "lnf.bwd", -1, d->dres_out, g->lnfw, g->lnfb, NULL, d->dlnf, a->residual3[L - 1],
-                                   w->lnfw, a->lnf_mean, a->lnf_rstd, BT, C);
-    grads_ready(m, m->ntensors - 2); /* ln_f.weight, ln_f.bias */
+    /* the second pass must not add ln_f's gradient again: it goes to the slot's ln_1 part (C + C floats),
+     * zeroed before layer L-1's backward */
+    gptc_be_layernorm_bwd_residual(be, "lnf.bwd", -1, d->dres_out, again ? g->layer[0].ln1w : g->lnfw,
+                                   again ? g->layer[0].ln1b : g->lnfb, NULL, d->dlnf, a->residual3[L - 1], w->lnfw,
+                                   a->lnf_mean, a->lnf_rstd, BT, C);
+    if (!again) grads_ready(m, m->ntensors - 2); /* ln_f.weight, ln_f.bias */
     for (int l = L - 1; l >= 0; l--) {
         const gptc_layer *lw = &w->layer[l];
         gptc_layer *lg = &g->layer[l];
-        recompute_layer(m, l, B, T);
-        /* only the buffers the kernels accumulate into need zeroing; the rest are overwritten */
+        recompute_layer(m, l, B, T, again);
+        /* only the buffers the kernels accumulate into need zeroing; the rest are overwritten (and, under
+         * fused_update, the layers' one gradient slot) */
         float *const acc[] = {d->dfch, d->dqkv, d->dq, d->dk, d->dv};
         const size_t acc_n[] = {4 * btc, 3 * btc, btc, btc, btc};
+        if (m->fused_update) {
+            float *const slot[] = {m->cgrads + m->layer_lo};
+            gptc_be_zero(be, GPTC_PROF_BWD, "zero.slot", l, 1, slot, &m->layer_stride);
+        }
         gptc_be_zero(be, GPTC_PROF_BWD, "zero.bwd", l, m->naive_attention ? 2 : 5, acc, acc_n);
         /* residual3 = residual2 + dropout(fcproj): both receive dres_out, the branch through its mask
          * (into dln2, free until the MLP's input gradient overwrites it) */
@@ -199,10 +214,12 @@ static void body_backward(gptc_model *m, int B, int T) {
         d->dres_in = t;
         grads_ready(m, 2 + l * GPTC_LAYER_TENSORS); /* after wte, wpe: layer l's first tensor */
     }
-    gptc_be_dropout_bwd(be, "embed.dropout.bwd", -1, d->dres_out, d->dres_out, btc, m->dropout, m->dropout_seed,
-                        drop_stream(DROP_EMBED, -1)); /* in place: read only here */
-    gptc_be_encoder_bwd(be, "encoder.bwd", g->wte, g->wpe, d->dres_out, m->inputs, B, T, C);
-    grads_ready(m, 0);
+    if (!again) {
+        gptc_be_dropout_bwd(be, "embed.dropout.bwd", -1, d->dres_out, d->dres_out, btc, m->dropout, m->dropout_seed,
+                            drop_stream(DROP_EMBED, -1)); /* in place: read only here */
+        gptc_be_encoder_bwd(be, "encoder.bwd", g->wte, g->wpe, d->dres_out, m->inputs, B, T, C);
+        grads_ready(m, 0);
+    }
     gptc_be_phase_end(be); /* backward */
 }
 
@@ -299,8 +316,8 @@ float gptc_model_forward(gptc_model *m, const int *inputs, const int *targets, i
 }
 
 void gptc_model_zero_grad(gptc_model *m) {
-    float *const grads[] = {m->grads};
-    const size_t n[] = {m->num_floats};
+    float *const grads[] = {m->fused_update ? m->cgrads : m->grads};
+    const size_t n[] = {m->fused_update ? m->cgrad_floats : m->num_floats};
     gptc_be_zero(&m->be, GPTC_PROF_OPT, "zero_grad", -1, 1, grads, n);
 }
 
@@ -319,7 +336,7 @@ void gptc_model_backward(gptc_model *m, float dloss_scale) {
         classifier_bwd(m, d->dlogits, a->lnf, BT, d->dlnf);
         gptc_be_phase_end(&m->be);
     }
-    body_backward(m, B, T);
+    body_backward(m, B, T, false);
 }
 
 float gptc_model_forward_backward(gptc_model *m, const int *inputs, const int *targets, int B, int T,
@@ -335,6 +352,11 @@ float gptc_model_forward_backward(gptc_model *m, const int *inputs, const int *t
     /* each chunk's gradient is formed while its logits are in memory: no second classifier pass */
     classifier_chunks(m, BT, true, dloss_scale / BT);
     float loss = finish_loss(m, B, T);
-    body_backward(m, B, T);
+    body_backward(m, B, T, false);
     return loss;
+}
+
+void gptc_model_backward_layers(gptc_model *m) {
+    GPTC_ASSERT(m->fused_update);
+    body_backward(m, m->B_last, m->T_last, true);
 }

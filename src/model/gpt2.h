@@ -107,14 +107,27 @@ typedef struct gptc_model {
     const gptc_kernels *k;
     /* parameters and their gradients: same layout */
     size_t num_floats;          /* arena size in floats (with padding) */
-    float *params, *grads;      /* grads NULL until gptc_model_alloc_train */
+    float *params, *grads;      /* grads (num_floats): NULL until gptc_model_alloc_train, and stays NULL with
+                                 * fused_update (no whole-model gradient exists; see cgrads) */
     /* O2 (--dtype bf16): the bf16 working copy of params (num_floats, same layout) that every matrix
      * product of the training step reads, rounded to nearest even after each change
      * (gptc_model_params_changed); the fp32 params stay the master the optimizer updates and the
      * embeddings and LayerNorms read. Allocated by gptc_model_alloc_train under bf16 unless fp32_weights;
      * NULL otherwise. The products' bits are the same as rounding the fp32 weights inside the GEMM. */
     uint16_t *params16;
-    gptc_weights w, g;
+    gptc_weights w, g;          /* g: views into grads, or with fused_update into cgrads (every layer's views
+                                 * point at the one slot) */
+    /* --fused-update (set before gptc_model_alloc_train): the trainer updates each layer as soon as its
+     * gradients are final, so the L layers share one layer-sized gradient slot. cgrads (cgrad_floats) is
+     * the parameter arena with layers 1..L-1 cut out: [0, layer_lo) the embeddings' gradients (wte, wpe,
+     * at their arena offsets), [layer_lo, layer_lo + layer_stride) the slot (a layer's block, same
+     * relative layout as any layer's in the arena), then ln_f's (arena [lnf_lo, num_floats)). The
+     * backward zeroes the slot before each layer's backward (the kernels accumulate). */
+    bool fused_update;
+    float *cgrads;
+    size_t cgrad_floats;
+    size_t layer_lo, layer_stride, lnf_lo; /* arena offsets: layer 0's first float, the layers' (equal) stride,
+                                            * ln_f's first float (= layer_lo + L * layer_stride) */
     gptc_tensor_desc *tensors;  /* [ntensors] */
     int ntensors;
     /* training activations for (B,T) */
@@ -189,15 +202,27 @@ typedef struct gptc_model_bytes {
 } gptc_model_bytes;
 void gptc_model_alloc_bytes(const gptc_model_config *cfg, int B, int T, bool naive_attention, bool fuse,
                             gptc_recompute recompute, gptc_precision precision, gptc_model_bytes *out);
+/* Floats of the compact gradient arena of m->fused_update (gptc_model.cgrads) for cfg: the arena
+ * without layers 1..L-1. */
+size_t gptc_model_fused_grad_floats(const gptc_model_config *cfg);
 
 /* Forward over inputs (B,T); with targets (B,T) returns the mean loss, else returns 0 and leaves
  * the logits in m->a.logits (B,T,Vp), which only an unfused model (m->fuse false) keeps. B,T must
  * not exceed the allocated ones. */
 float gptc_model_forward(gptc_model *m, const int *inputs, const int *targets, int B, int T);
+/* Zeroes the gradients: m->grads, or with fused_update the whole of m->cgrads. */
 void gptc_model_zero_grad(gptc_model *m);
 /* Backward of the last forward, accumulating into m->grads; dloss_scale multiplies the gradient
  * of the mean loss (1/accumulation steps). */
 void gptc_model_backward(gptc_model *m, float dloss_scale);
+/* fused_update's second pass: the body's backward again from the kept dlnf (B,T,C) of the last training
+ * micro-step, over the layers only: ln_f's gradient goes to scratch (the slot's ln_1 part, zeroed
+ * before layer L-1 anyway), every layer is recomputed under m->recompute (the last one too: the
+ * first pass left the shared buffers holding layer 0's), the slot is zeroed before and grads_ready is
+ * called after each layer's backward (the trainer's update), and the embeddings' backward is not run
+ * (their gradients and ln_f's came from the first pass, which must not have updated anything the
+ * backward reads: the layers' weights and ln_f's are read by it, wte and wpe are not). */
+void gptc_model_backward_layers(gptc_model *m);
 /* A training micro-step: forward with targets and backward in one call (what the trainer runs).
  * Same result as forward then backward; when fused, each classifier chunk's gradient is formed
  * while its logits are in memory, where a separate backward has to compute them again. */

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const g_layer_names[GPTC_LAYER_TENSORS] = {
@@ -35,27 +36,53 @@ static void add_tensor(gptc_model *m, gptc_plan *plan, const char *name, int64_t
     t->offset = offset;
 }
 
-/* Plans the parameter arena: wte, wpe, each layer's tensors, ln_f (descriptors into m when set). */
-static void plan_params(gptc_model *m, const gptc_model_config *cfg, gptc_plan *plan) {
+/* Plans the parameter arena: wte, wpe, each layer's tensors, ln_f (descriptors into m when set).
+ * marks (NULL: not wanted) [L+1]: where each layer starts, then where ln_f starts. */
+static void plan_params(gptc_model *m, const gptc_model_config *cfg, gptc_plan *plan, size_t *marks) {
     int64_t C = cfg->channels;
     add_tensor(m, plan, "wte.weight", cfg->vocab, C, gptc_padded_vocab(cfg->vocab));
     add_tensor(m, plan, "wpe.weight", cfg->context, C, cfg->context);
     for (int l = 0; l < cfg->layers; l++)
         for (int j = 0; j < GPTC_LAYER_TENSORS; j++) {
+            if (marks && j == 0) marks[l] = gptc_plan_take(plan, 0);
             char name[48];
             int64_t r, c;
             layer_shape(j, C, &r, &c);
             snprintf(name, sizeof name, "h.%d.%s", l, g_layer_names[j]);
             add_tensor(m, plan, name, r, c, r);
         }
+    if (marks) marks[cfg->layers] = gptc_plan_take(plan, 0);
     add_tensor(m, plan, "ln_f.weight", C, 0, C);
     add_tensor(m, plan, "ln_f.bias", C, 0, C);
 }
 
 size_t gptc_model_arena_floats(const gptc_model_config *cfg) {
     gptc_plan plan = {0};
-    plan_params(NULL, cfg, &plan);
+    plan_params(NULL, cfg, &plan, NULL);
     return plan.used;
+}
+
+/* The compact gradient arena of fused_update (gpt2.h): *layer_lo, *stride, *lnf_lo as gptc_model's
+ * fields; returns its floats, or 0 when the layers' strides differ (they cannot: every layer plans the
+ * same tensors from 64-byte aligned starts; checked). */
+static size_t plan_fused_grads(const gptc_model_config *cfg, size_t *layer_lo, size_t *stride, size_t *lnf_lo) {
+    int L = cfg->layers;
+    size_t *marks = malloc(sizeof(size_t) * (L + 1)); /* host scratch, not the model's */
+    if (!marks) return 0;
+    gptc_plan plan = {0};
+    plan_params(NULL, cfg, &plan, marks);
+    *layer_lo = marks[0];
+    *stride = marks[1] - marks[0];
+    *lnf_lo = marks[L];
+    bool equal = true;
+    for (int l = 0; l < L; l++) equal = equal && marks[l + 1] - marks[l] == *stride;
+    free(marks);
+    return equal ? plan.used - (size_t)(L - 1) * *stride : 0;
+}
+
+size_t gptc_model_fused_grad_floats(const gptc_model_config *cfg) {
+    size_t a, b, c;
+    return plan_fused_grads(cfg, &a, &b, &c);
 }
 
 static void point_views(gptc_model *m, float *base, gptc_weights *w) {
@@ -85,7 +112,7 @@ gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg) {
     m->g.layer = gptc_alloc(sizeof(gptc_layer) * L, "layer views");
     if (!m->tensors || !m->w.layer || !m->g.layer) goto fail;
     gptc_plan plan = {0};
-    plan_params(m, cfg, &plan);
+    plan_params(m, cfg, &plan, NULL);
     m->num_floats = plan.used;
     m->params = mem->alloc(m->num_floats * sizeof(float), "parameters");
     if (!m->params) goto fail;
@@ -107,6 +134,7 @@ void gptc_model_free(gptc_model *m) {
     mem->free(m->params);
     mem->free(m->grads);
     mem->free(m->params16);
+    mem->free(m->cgrads);
     gptc_free(m->tensors);
     gptc_free(m->w.layer);
     gptc_free(m->g.layer);
@@ -284,7 +312,7 @@ void gptc_model_alloc_bytes(const gptc_model_config *cfg, int B, int T, bool nai
 }
 
 gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
-    GPTC_ASSERT(!m->grads && !m->act_arena);
+    GPTC_ASSERT(!m->grads && !m->cgrads && !m->act_arena);
     gptc_model_bind_kernels(m);
     if (T > m->cfg.context)
         return gptc_fail(GPTC_ERR_ARG, "'seq' %d: longer than the model's context %d", T, m->cfg.context);
@@ -302,8 +330,15 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     bool naive = m->naive_attention, act16 = m->precision == GPTC_PRECISION_BF16 && !m->fp32_acts;
     plan_acts(NULL, &m->cfg, B, T, naive, m->fuse, m->recompute, act16, NULL, NULL, &m->act_floats, &m->dact_floats);
     const gptc_backend_memory *mem = m->be.mem;
-    m->grads = mem->alloc(m->num_floats * sizeof(float), "gradients");
-    m->act_arena = m->grads ? mem->alloc(m->act_floats * sizeof(float), "activations") : NULL;
+    float *grads;
+    if (m->fused_update) {
+        m->cgrad_floats = plan_fused_grads(&m->cfg, &m->layer_lo, &m->layer_stride, &m->lnf_lo);
+        if (!m->cgrad_floats) return gptc_fail(GPTC_ERR_STATE, "'fused_update': the layers' strides in the arena differ");
+        grads = m->cgrads = mem->alloc(m->cgrad_floats * sizeof(float), "gradients (fused update: one layer slot)");
+    } else {
+        grads = m->grads = mem->alloc(m->num_floats * sizeof(float), "gradients");
+    }
+    m->act_arena = grads ? mem->alloc(m->act_floats * sizeof(float), "activations") : NULL;
     m->dact_arena = m->act_arena ? mem->alloc(m->dact_floats * sizeof(float), "activation gradients") : NULL;
     m->inputs = m->dact_arena ? mem->alloc(sizeof(int) * B * T, "inputs") : NULL;
     m->targets = m->inputs ? mem->alloc(sizeof(int) * B * T, "targets") : NULL;
@@ -314,7 +349,17 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     }
     plan_acts(m, &m->cfg, B, T, naive, m->fuse, m->recompute, act16, m->act_arena, m->dact_arena, &m->act_floats,
               &m->dact_floats);
-    point_views(m, m->grads, &m->g);
+    if (m->fused_update) {
+        /* every tensor at its arena offset, then the layers' views moved onto the slot (layer 0's place) and
+         * ln_f's down by the L-1 layers cut out */
+        point_views(m, m->cgrads, &m->g);
+        size_t cut = (size_t)(L - 1) * m->layer_stride;
+        for (int l = 1; l < L; l++) m->g.layer[l] = m->g.layer[0];
+        m->g.lnfw -= cut;
+        m->g.lnfb -= cut;
+    } else {
+        point_views(m, m->grads, &m->g);
+    }
     m->B = B;
     m->T = T;
     return GPTC_OK;

@@ -111,6 +111,9 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     out->weights16 = mb.weights16;
     /* ZeRO-1 on many ranks also receives its shard of the reduced gradients (src/dist/dist.h) */
     out->grads = mb.grads + (r->zero && r->ranks > 1 ? gptc_alloc_block_bytes(share * sizeof(float)) : 0);
+    /* --fused-update: the compact arena (the embeddings', one layer slot, ln_f's) instead of the whole one */
+    if (r->fused_update)
+        out->grads = gptc_backend_cpu_memory()->block_bytes(gptc_model_fused_grad_floats(&r->model) * sizeof(float));
     const gptc_optimizer_kind *opt = r->optimizer ? gptc_optimizer_find(r->optimizer) : gptc_optimizers[0];
     if (!opt) return gptc_fail(GPTC_ERR_ARG, "'optimizer' %s: unknown (expected one of %s)", r->optimizer, gptc_optimizer_names());
     out->optim = gptc_optimizer_state_bytes(opt, share);

@@ -17,13 +17,15 @@ typedef struct gptc_mem_request {
     int ranks;                /* data-parallel ranks, >= 1 */
     int zero;                 /* 1: ZeRO-1, the optimizer state split over the ranks; 0: replicated */
     const char *optimizer;    /* its name in the registry (optim/optimizer.h; NULL: the default) */
+    bool fused_update;        /* --fused-update: gradients of the embeddings, ln_f and one layer slot only */
 } gptc_mem_request;
 
 /* Bytes per rank, as gptc_alloc counts them (gptc_alloc_stats). */
 typedef struct gptc_mem_plan {
     size_t params;    /* the parameter arena (the fp32 master weights) and the model's tensor tables */
     size_t weights16; /* O2 (--dtype bf16): the bf16 working copy of the weights the products read; else 0 */
-    size_t grads;     /* the gradient arena; with zero=1 on many ranks plus the rank's reduced gradient shard */
+    size_t grads;     /* the gradient arena; with zero=1 on many ranks plus the rank's reduced gradient shard;
+                       * with fused_update the compact arena (gpt2.h cgrads) alone */
     size_t optim;     /* the optimizer's state buffers (gptc_optimizer_state_bytes): the whole arena each, or
                        * with zero=1 a share of ceil(n / ranks) floats */
     size_t acts;      /* activation and activation-gradient arenas, their views, the batch copies (model and trainer) */

@@ -12,7 +12,8 @@
  * optimizer state of its shard of the arena, receives its shard of the reduced gradients, updates
  * it, and the parameters are all-gathered. Rank 0 alone evaluates, samples, reports and writes
  * checkpoints; every failure goes through gptc_dist_agree, so all ranks stop together with its
- * message. */
+ * message. With --fused-update there is no whole-model gradient: trainer_step.c's fused_step updates
+ * each layer inside a second backward pass (docs/architecture.md, Training loop). */
 #ifndef GPTC_TRAIN_TRAINER_INTERNAL_H
 #define GPTC_TRAIN_TRAINER_INTERNAL_H
 

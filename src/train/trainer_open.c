@@ -45,6 +45,10 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
         return gptc_fail(GPTC_ERR_ARG, "'total_batch' %ld: would take %ld micro-steps of 'batch' x 'seq' x ranks = %ld "
                          "tokens per update, more than %d; use a smaller 'total_batch'", o->total_batch,
                          o->total_batch / bt, bt, INT_MAX);
+    if (o->fused_update && o->total_batch && o->total_batch != bt)
+        return gptc_fail(GPTC_ERR_ARG, "'fused_update' needs one micro-step per update, but 'total_batch' %ld is %ld "
+                         "micro-steps of 'batch' x 'seq' = %ld tokens; use 'total_batch' 0 (or %ld), or a larger 'batch' "
+                         "or 'seq'", o->total_batch, o->total_batch / bt, bt, bt);
     if (o->on_bad != GPTC_ON_BAD_ROLLBACK && o->on_bad != GPTC_ON_BAD_STOP)
         return gptc_fail(GPTC_ERR_ARG, "'on_bad' %d: must be rollback or stop", (int)o->on_bad);
     if (o->naive_attention && (o->attn_dropout > 0 || (o->attn_dropout_schedule && *o->attn_dropout_schedule)))
@@ -166,6 +170,7 @@ static gptc_status check_memory(const trainer *t, const gptc_train_options *o) {
     req.ranks = t->world;
     req.zero = o->zero;
     req.optimizer = o->optimizer;
+    req.fused_update = o->fused_update;
     gptc_mem_plan plan;
     gptc_status st = gptc_mem_plan_make(&req, &plan);
     if (st) return st;
@@ -212,6 +217,7 @@ static gptc_status open_model(trainer *t, const gptc_train_options *o) {
     m->fuse = !o->no_fusion;
     m->precision = o->dtype;
     m->recompute = o->recompute;
+    m->fused_update = o->fused_update;
     if ((st = gptc_model_alloc_train(m, o->batch, o->seq))) return st;
     if (o->op_plugins && *o->op_plugins) { /* kernels/plugin.h */
         gptc_op_run run = {.B = o->batch, .T = o->seq, .C = o->model.channels, .NH = o->model.heads, .gelu = o->model.gelu,
@@ -238,7 +244,8 @@ static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
         share = gptc_dist_shards(n, t->world, t->bounds);
         t->lo = t->bounds[t->rank];
         t->hi = t->bounds[t->rank + 1];
-        if (t->world > 1 && !(t->gshard = gptc_alloc(share * sizeof(float), "ZeRO-1 gradient shard"))) return GPTC_ERR_NOMEM;
+        /* (--fused-update exchanges each layer's slot whole: no gradient shard) */
+        if (t->world > 1 && !o->fused_update && !(t->gshard = gptc_alloc(share * sizeof(float), "ZeRO-1 gradient shard"))) return GPTC_ERR_NOMEM;
     }
     size_t live0, live1;
     gptc_alloc_stats(&live0, NULL);
@@ -250,7 +257,7 @@ static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
     t->inputs = allocated ? gptc_alloc(sizeof(int) * o->batch * o->seq, "batch") : NULL;
     t->targets = t->inputs ? gptc_alloc(sizeof(int) * o->batch * o->seq, "batch") : NULL;
     if (!t->targets) return GPTC_ERR_NOMEM;
-    t->use_red = t->world > 1;
+    t->use_red = t->world > 1 && !o->fused_update; /* --fused-update exchanges layer by layer itself */
     if (!t->use_red) return GPTC_OK;
     if (!(t->starts = malloc(sizeof(size_t) * m->ntensors))) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
     for (int i = 0; i < m->ntensors; i++) t->starts[i] = m->tensors[i].offset;

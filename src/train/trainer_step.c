@@ -67,6 +67,20 @@ static uint64_t micro_seed(const trainer *t, int micro) {
 
 static void reducer_hook(void *user, size_t lo) { gptc_reducer_ready(user, lo); }
 
+/* The sum of squares of gradients g (g[0] parameter lo's) over arena floats [lo, hi): each tensor's
+ * piece inside the range summed on its own (gptc_be_grad_sumsq, in double), the pieces added in
+ * tensor order. Both update paths sum the global norm this way (the fused one gets its pieces layer by
+ * layer, out of order, and adds them in tensor order at the end), so they agree to the bit. */
+static double tensor_sumsq(const gptc_model *m, const float *g, size_t lo, size_t hi) {
+    double sum = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const gptc_tensor_desc *d = &m->tensors[i];
+        size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
+        if (a < b) sum += gptc_be_grad_sumsq(&m->be, g + (a - lo), b - a);
+    }
+    return sum;
+}
+
 /* One optimizer step's gradients, loss and norm, the same on every rank: the micro-steps (the last
  * one exchanging the gradients while its backward runs), then the loss summed over the ranks and
  * the global gradient norm (with ZeRO-1 from the shards' sums of squares, added in rank order).
@@ -102,13 +116,13 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
     }
     gptc_prof_begin(GPTC_PROF_PHASE, "optimizer", -1); /* closed by the caller after the update */
     *g = t->gshard ? t->gshard : m->grads + t->lo;
-    double sums[2] = {loss_sum / t->accum, o->zero ? gptc_be_grad_sumsq(&m->be, *g, t->hi - t->lo) : 0};
+    double sums[2] = {loss_sum / t->accum, o->zero ? tensor_sumsq(m, *g, t->lo, t->hi) : 0};
     if (t->world > 1) gptc_prof_begin(GPTC_PROF_COMM, "comm.sum_loss", -1);
     st = gptc_dist_sum_ordered(sums, 2);
     if (t->world > 1) gptc_prof_end(0, 16.0 * t->world);
     if ((st = gptc_dist_agree(st))) return st;
     *loss = (float)(sums[0] / t->world);
-    *norm = sqrt(o->zero ? sums[1] : gptc_be_grad_sumsq(&m->be, m->grads, m->num_floats));
+    *norm = sqrt(o->zero ? sums[1] : tensor_sumsq(m, m->grads, 0, m->num_floats));
     return GPTC_OK;
 }
 
@@ -150,12 +164,149 @@ static gptc_status update(trainer *t, const float *g, const step_outcome *s) {
     return gptc_dist_agree(st);
 }
 
+/* ---- --fused-update (docs/architecture.md, Training loop): no whole-model gradient. The first pass
+ * (forward, classifier, backward) computes the embeddings' and ln_f's gradients in the compact arena
+ * and each layer's in the one slot, whose per-tensor sums of squares the hook keeps as the layer
+ * finishes; the global norm then judges the step and sets the clip factor, and a second backward over
+ * the layers (gptc_model_backward_layers) rebuilds each layer's gradients in the slot and updates the
+ * layer from the hook. The embeddings and ln_f are updated last (the classifier read wte in the first
+ * pass; ln_f's weight is read by both passes). One micro-step per update (checked at open).
+ *
+ * On many ranks each layer's slot is all-reduced (blocking) in both passes before its sums or its
+ * update, and the embeddings' and ln_f's gradients once after the first pass; every rank then holds the
+ * same summed gradients (as after the ordinary path's exchange) and so the same norm. With ZeRO-1 each
+ * rank updates only its shard's part of every range, and the parameters are all-gathered at the end. */
+
+/* The optimizer on arena floats [lo, hi) clipped to this rank's range, gradients g (g[0] parameter lo's);
+ * the state buffers are indexed from t->lo. */
+static void update_range(trainer *t, const float *g, size_t lo, size_t hi, const step_values *hv, float scale) {
+    size_t a = lo > t->lo ? lo : t->lo, b = hi < t->hi ? hi : t->hi;
+    if (a >= b) return;
+    float *state[GPTC_OPTIM_MAX_STATES];
+    for (int i = 0; i < t->opt->nstates; i++) state[i] = t->ostate[i] + (a - t->lo);
+    t->opt->update(&t->model, t->o, g + (a - lo), state, a, b, hv->lr, hv->weight_decay, scale, t->state.step + 1);
+    gptc_model_params_changed(&t->model, a, b);
+}
+
+/* x (n) summed over the ranks (blocking), counted as the reducer counts its exchanges (the run's comm
+ * summary); nothing on one rank. */
+static gptc_status fused_allreduce(trainer *t, float *x, size_t n) {
+    if (t->world == 1) return GPTC_OK;
+    gptc_prof_begin(GPTC_PROF_COMM, "comm.allreduce_fused", -1);
+    double t0 = gptc_now();
+    gptc_status st = gptc_dist_allreduce_f(x, n);
+    t->red.wait_s += gptc_now() - t0;
+    t->red.calls++;
+    gptc_prof_end(0, sizeof(float) * (double)n);
+    return st;
+}
+
+/* What the fused hook needs while the backward runs. */
+typedef struct fused_pass {
+    trainer *t;
+    bool update;           /* false: the norm pass (sums into per_tensor); true: the update pass */
+    double *per_tensor;    /* [ntensors] the sums of squares of the tensors' gradients */
+    const step_values *hv;
+    float scale;           /* the clip factor */
+    gptc_status st;        /* the first exchange that failed (the rest of the pass is skipped) */
+} fused_pass;
+
+/* m->grads_ready under --fused-update: after layer l's backward (lo = its first float) the slot holds its
+ * gradients; the other watermarks (ln_f, the embeddings) need nothing here. */
+static void fused_hook(void *user, size_t lo) {
+    fused_pass *p = user;
+    gptc_model *m = &p->t->model;
+    if (lo < m->layer_lo || lo >= m->lnf_lo || p->st) return;
+    size_t hi = lo + m->layer_stride;
+    float *slot = m->cgrads + m->layer_lo;
+    if ((p->st = fused_allreduce(p->t, slot, m->layer_stride))) return;
+    if (p->update) {
+        update_range(p->t, slot, lo, hi, p->hv, p->scale);
+        return;
+    }
+    int first = 2 + (int)((lo - m->layer_lo) / m->layer_stride) * GPTC_LAYER_TENSORS;
+    for (int i = first; i < first + GPTC_LAYER_TENSORS; i++) {
+        const gptc_tensor_desc *d = &m->tensors[i];
+        p->per_tensor[i] = gptc_be_grad_sumsq(&m->be, slot + (d->offset - lo), d->numel);
+    }
+}
+
+static gptc_status judge(trainer *t, step_outcome *s);
+
+static gptc_status fused_step(trainer *t, step_outcome *s) {
+    const gptc_train_options *o = t->o;
+    gptc_model *m = &t->model;
+    gptc_status st;
+    double *per_tensor = malloc(sizeof(double) * m->ntensors);
+    if (!per_tensor) return gptc_dist_agree(gptc_fail(GPTC_ERR_NOMEM, "out of memory"));
+    fused_pass pass = {.t = t, .per_tensor = per_tensor, .hv = &s->hv};
+    gptc_model_zero_grad(m);
+    st = gptc_loader_next(&t->train, t->inputs, t->targets);
+    if (st) st = gptc_fail_prefix(st, "'data'");
+    if ((st = gptc_dist_agree(st))) goto done;
+    m->grads_ready = fused_hook;
+    m->grads_ready_user = &pass;
+    m->dropout_seed = micro_seed(t, 0);
+    float scale = 1.0f / ((float)t->accum * t->world); /* as step_gradients: the exchanged sum is the average */
+    if (fault_fires(&t->nonfinite, t->state.step + 1)) m->g.wte[0] = NAN; /* as step_gradients does */
+    if (fault_fires(&t->spike, t->state.step + 1)) scale *= 1000;
+    double loss = gptc_model_forward_backward(m, t->inputs, t->targets, o->batch, o->seq, scale);
+    /* the embeddings' and ln_f's gradients, exchanged once */
+    int nt = m->ntensors;
+    size_t cut = m->lnf_lo - (m->layer_lo + m->layer_stride); /* layers 1..L-1, absent from the compact arena */
+    float *gl = m->cgrads + m->lnf_lo - cut;
+    if ((st = gptc_dist_agree(pass.st)) || (st = gptc_dist_agree(fused_allreduce(t, m->cgrads, m->layer_lo))) ||
+        (st = gptc_dist_agree(fused_allreduce(t, gl, m->num_floats - m->lnf_lo))))
+        goto done;
+    t->red.rounds++;
+    gptc_prof_begin(GPTC_PROF_PHASE, "optimizer", -1);
+    /* their sums (the layers' came from the hook), then all added in tensor order */
+    for (int i = 0; i < nt; i++) {
+        const gptc_tensor_desc *d = &m->tensors[i];
+        if (i < 2) per_tensor[i] = gptc_be_grad_sumsq(&m->be, m->cgrads + d->offset, d->numel);
+        if (i >= nt - 2) per_tensor[i] = gptc_be_grad_sumsq(&m->be, gl + (d->offset - m->lnf_lo), d->numel);
+    }
+    double sum = 0;
+    for (int i = 0; i < nt; i++) sum += per_tensor[i];
+    s->norm = sqrt(sum);
+    /* the loss summed in rank order, as step_gradients does */
+    if (t->world > 1) gptc_prof_begin(GPTC_PROF_COMM, "comm.sum_loss", -1);
+    st = gptc_dist_sum_ordered(&loss, 1);
+    if (t->world > 1) gptc_prof_end(0, 8.0 * t->world);
+    s->loss = (float)(loss / t->world);
+    gptc_prof_end(0, 0); /* optimizer */
+    if ((st = gptc_dist_agree(st)) || (st = judge(t, s))) goto done;
+    if (!s->skip) {
+        pass.update = true;
+        pass.scale = gptc_clip_scale(s->norm, o->clip);
+        gptc_model_backward_layers(m);
+        if ((st = gptc_dist_agree(pass.st))) goto done;
+        gptc_prof_begin(GPTC_PROF_PHASE, "optimizer", -1);
+        update_range(t, m->cgrads, 0, m->layer_lo, &s->hv, pass.scale);     /* wte, wpe */
+        update_range(t, gl, m->lnf_lo, m->num_floats, &s->hv, pass.scale); /* ln_f */
+        if (o->zero) {
+            gptc_prof_begin(GPTC_PROF_COMM, "comm.allgather_params", -1);
+            st = gptc_dist_allgather_shards(m->params, t->bounds);
+            gptc_prof_end(0, sizeof(float) * (double)m->num_floats);
+            gptc_model_params_changed(m, 0, m->num_floats);
+        }
+        gptc_prof_end(0, 0);
+        if ((st = gptc_dist_agree(st))) goto done;
+    }
+    t->state.step++;
+done:
+    m->grads_ready = NULL;
+    free(per_tensor);
+    return st;
+}
+
 gptc_status trainer_step(trainer *t, step_outcome *s) {
     const float *g;
     gptc_status st;
     s->hv = values_at(t, t->state.step);
     t->model.dropout = s->hv.dropout;
     t->model.attn_dropout = s->hv.attn_dropout;
+    if (t->o->fused_update) return fused_step(t, s);
     if ((st = step_gradients(t, &s->loss, &s->norm, &g)) || (st = judge(t, s)) || (st = update(t, g, s))) return st;
     t->state.step++;
     gptc_prof_end(0, 0); /* optimizer, begun by step_gradients */
