@@ -174,9 +174,9 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
         CHECK_MSG(le <= LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
         CHECK_MSG(we <= WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
         /* ZeRO-1 halves the moments each rank allocates (to 64-byte rounding) */
-        const char *mem = out ? strstr(out, "memory: AdamW moments ") : NULL;
+        const char *mem = out ? strstr(out, "memory: optimizer state ") : NULL;
         double mib = 0;
-        CHECK(mem && sscanf(mem, "memory: AdamW moments %lf", &mib) == 1);
+        CHECK(mem && sscanf(mem, "memory: optimizer state %lf", &mib) == 1);
         moments_mib[strstr(cases[i].flags, "--zero 1") != NULL] = mib;
         free(out);
     }

@@ -138,7 +138,7 @@ static gptc_status update(trainer *t, const float *g, const step_outcome *s) {
     const gptc_train_options *o = t->o;
     if (s->skip) return GPTC_OK;
     float scale = gptc_clip_scale(s->norm, o->clip);
-    t->opt->update(&t->model, o, g, t->ostate, t->lo, t->hi, s->hv.lr, s->hv.weight_decay, scale, t->state.step + 1);
+    t->opt->update(&t->model, o, g, &t->ostate, t->lo, t->hi, s->hv.lr, s->hv.weight_decay, scale, t->state.step + 1);
     if (!o->zero) {
         gptc_model_params_changed(&t->model, t->lo, t->hi);
         return GPTC_OK;
