@@ -218,6 +218,81 @@ TEST(mpi_checkpoints_resume_across_rank_counts) {
     }
 }
 
+/* --optim-state int8 under ZeRO-1 (shard bounds snapped to whole blocks of 2048): 2 ranks for 5 steps
+ * then 1 rank to 10, and the other way, continue the one-process int8 run: the checkpoint gathered from
+ * the shards holds the U8 moments and their scales, and the state is the same whatever the rank count,
+ * so the losses and weights differ only by the gradient sums' order, as fp32's do, and by the codes
+ * that order flips: under 0.5 % of the final state's codes differ from the one-process run's (measured:
+ * ~0.1 %, mostly by one code), and a flipped first-moment code of an element with a tiny second moment moves
+ * it by a fraction of a learning-rate step, hence INT8_WEIGHT_TOL (measured up to 1.2e-2). */
+#define INT8_LOSS_TOL 1e-4
+#define INT8_WEIGHT_TOL 3e-2
+
+/* The share of U8 codes that differ between two checkpoints' optimizer states (1 when none compare). */
+static double codes_differ(const char *ck_a, const char *ck_b) {
+    char pa[1024], pb[1024];
+    snprintf(pa, sizeof pa, "%s/step-%08d/optim.safetensors", ck_a, STEPS);
+    snprintf(pb, sizeof pb, "%s/step-%08d/optim.safetensors", ck_b, STEPS);
+    gptc_st_file a = {0}, b = {0};
+    if (gptc_st_open(&a, pa) || gptc_st_open(&b, pb)) {
+        gptc_st_close(&a);
+        return 1;
+    }
+    size_t differ = 0, total = 0;
+    for (int i = 0; i < a.ntensors; i++) {
+        const gptc_st_tensor *x = &a.tensors[i], *y = gptc_st_find(&b, x->name);
+        if (x->dtype != GPTC_U8) continue;
+        if (!y || y->numel != x->numel) {
+            differ = total = 0;
+            break;
+        }
+        const unsigned char *u = x->data, *v = y->data;
+        for (size_t j = 0; j < x->numel; j++) differ += u[j] != v[j];
+        total += x->numel;
+    }
+    gptc_st_close(&a);
+    gptc_st_close(&b);
+    return total ? (double)differ / total : 1;
+}
+TEST(mpi_int8_state_zero1_resumes_across_rank_counts) {
+    if (!have_mpi()) return;
+    double ref[STEPS + 1], got[STEPS + 1];
+    char ref_ck[600], ref_losses[700], *out = NULL;
+    snprintf(ref_ck, sizeof ref_ck, "%s/mpi-int8-ref", test_tmpdir());
+    snprintf(ref_losses, sizeof ref_losses, "%s.losses", ref_ck);
+    int rc = train(1, 4, STEPS, ref_ck, ref_losses, "--optim-state int8", &out);
+    CHECK_MSG(rc == 0, "int8 reference: exit %d: %s", rc, out);
+    free(out);
+    read_losses(ref_losses, ref);
+    static const struct { const char *name; int np1, b1, np2, b2; } cases[] = {{"2to1", 2, 2, 1, 4}, {"1to2", 1, 4, 2, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char ck[600], losses[700], path[700];
+        snprintf(ck, sizeof ck, "%s/mpi-int8-%s", test_tmpdir(), cases[i].name);
+        snprintf(losses, sizeof losses, "%s.losses", ck);
+        const char *flags = "--zero 1 --bucket-mb 0.05 --optim-state int8";
+        rc = train(cases[i].np1, cases[i].b1, 5, ck, losses, flags, &out);
+        CHECK_MSG(rc == 0, "%s: first half: exit %d: %s", cases[i].name, rc, out);
+        free(out);
+        snprintf(path, sizeof path, "%s/step-%08d/optim.safetensors", ck, 5);
+        gptc_st_file f = {0};
+        CHECK_OK(gptc_st_open(&f, path));
+        const gptc_st_tensor *q = gptc_st_find(&f, "exp_avg_sq.h.0.mlp.c_fc.weight"),
+                             *sc = gptc_st_find(&f, "exp_avg_sq.absmax.h.0.mlp.c_fc.weight");
+        CHECK(q && q->dtype == GPTC_U8 && sc && sc->dtype == GPTC_F32 && sc->numel == (q->numel + 2047) / 2048);
+        gptc_st_close(&f);
+        rc = train(cases[i].np2, cases[i].b2, STEPS, ck, losses, flags, &out);
+        CHECK_MSG(rc == 0, "%s: second half: exit %d: %s", cases[i].name, rc, out);
+        free(out);
+        read_losses(losses, got);
+        double kb, le = losses_err(got, ref, 1), we = weights_err(ck, ref_ck, &kb), cd = codes_differ(ck, ref_ck);
+        printf("    int8 %s: max loss rel diff %.2e, final weights max diff %.2e (%s), key bias %.1e, %.3f%% of the "
+               "codes differ\n", cases[i].name, le, we, g_worst, kb, 100 * cd);
+        CHECK_MSG(cd < 0.005, "%s: %.3f%% of the int8 codes differ from the one-process run's", cases[i].name, 100 * cd);
+        CHECK_MSG(le <= INT8_LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
+        CHECK_MSG(we <= INT8_WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
+    }
+}
+
 TEST(mpi_bad_data_on_one_rank_stops_the_job) {
     if (!have_mpi()) return;
     /* 2 ranks, batch 1, seq 8: every id is checked before the first step, each rank its half of

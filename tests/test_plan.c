@@ -4,13 +4,14 @@
 #include "test.h"
 #include "model/plan.h"
 #include "optim/optim.h"
+#include "optim/optimizer.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static const gptc_model_config k_cfg = {.layers = 2, .heads = 4, .channels = 128, .context = 256, .vocab = 512};
-enum { B = 4, T = 200, NCASES = 4 };
+enum { B = 4, T = 200, NCASES = 6 };
 
 /* the settings of each measured case */
 static void case_request(int c, gptc_mem_request *r) {
@@ -21,8 +22,11 @@ static void case_request(int c, gptc_mem_request *r) {
     r->naive_attention = c == 1;
     r->no_fusion = c == 1 || c == 3;
     r->dtype = c >= 2 ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
-    const gptc_recompute rc[NCASES] = {GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_GELU, GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_ATTN};
+    const gptc_recompute rc[NCASES] = {GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_GELU, GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_ATTN,
+                                       GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_BLOCK};
     r->recompute = rc[c];
+    /* the compact optimizer states (--optim-state): int8 (codes and a scale per block), bf16 */
+    r->optim_state = c == 4 ? "int8" : c == 5 ? "bf16" : NULL;
 }
 
 /* Runs in its own process (GPTC_TEST_PLAN_CASE set by plan_matches_allocations; a no-op otherwise):
@@ -49,18 +53,24 @@ TEST(plan_alloc_child) {
     m.precision = r.dtype;
     m.recompute = r.recompute;
     CHECK_OK(gptc_model_alloc_train(&m, B, T));
-    float *mom = gptc_alloc(m.num_floats * sizeof(float), "m"), *vel = gptc_alloc(m.num_floats * sizeof(float), "v");
+    gptc_ostate_type type = GPTC_OSTATE_FP32;
+    if (r.optim_state) gptc_ostate_parse(r.optim_state, &type);
+    const gptc_optimizer_kind *adamw = gptc_optimizer_find("adamw");
+    gptc_ostate st;
+    CHECK_OK(gptc_ostate_alloc(&st, adamw, type, &m, 0, m.num_floats));
     int *in = gptc_alloc(sizeof(int) * B * T, "inputs"), *tg = gptc_alloc(sizeof(int) * B * T, "targets");
     for (int i = 0; i < B * T; i++) in[i] = (i * 7) % r.model.vocab, tg[i] = (i * 13 + 1) % r.model.vocab;
     gptc_model_zero_grad(&m);
     gptc_model_forward_backward(&m, in, tg, B, T, 1.0f);
-    gptc_adamw h = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
-    gptc_adamw_update(&m, mom, vel, &h, 1e-3f, 1.0f, 1);
+    gptc_train_options o;
+    gptc_train_options_default(&o);
+    adamw->update(&m, &o, m.grads, &st, 0, m.num_floats, 1e-3f, 0.1f, 1.0f, 1);
     gptc_model_forward(&m, in, tg, B, T);
     gptc_alloc_stats(&live1, &peak1);
     printf("PLANCHECK planned=%zu peak=%zu live=%zu\n", p.total, peak1 - live0, live1 - live0);
     gptc_model_free(&m);
-    gptc_free(mom), gptc_free(vel), gptc_free(in), gptc_free(tg);
+    gptc_ostate_free(&st);
+    gptc_free(in), gptc_free(tg);
 }
 
 /* Each case's planned total is within 3% of the peak its setup really allocated (in a fresh process:
@@ -83,9 +93,10 @@ TEST(plan_matches_allocations) {
         double err = planned ? ((double)planned - (double)peak) / (double)planned : 1;
         gptc_mem_request r;
         case_request(c, &r);
-        printf("    %s %s %s recompute %-5s: planned %.2f MiB, allocated %.2f MiB at peak (%+.2f%%), %.2f MiB live\n",
+        printf("    %s %s %s recompute %-5s state %s: planned %.2f MiB, allocated %.2f MiB at peak (%+.2f%%), %.2f MiB live\n",
                r.naive_attention ? "naive" : "flash", r.no_fusion ? "unfused" : "fused", gptc_precision_name(r.dtype),
-               gptc_recompute_name(r.recompute), planned / 1048576.0, peak / 1048576.0, 100 * err, live / 1048576.0);
+               gptc_recompute_name(r.recompute), r.optim_state ? r.optim_state : "fp32", planned / 1048576.0,
+               peak / 1048576.0, 100 * err, live / 1048576.0);
         CHECK_MSG(fabs(err) <= 0.03, "case %d: planned %zu bytes, allocated %zu at peak", c, planned, peak);
         free(out);
     }

@@ -114,8 +114,11 @@ static size_t piece_blocks(const gptc_tensor_desc *d, size_t lo, size_t hi, size
 void gptc_ostate_update(const gptc_model *m, const gptc_ostate *st, const float *g, size_t lo, size_t hi, float wd,
                         uint64_t seed, int t, gptc_ostate_block_fn fn, void *ctx) {
     const gptc_kernels *k = m->be.k;
-    size_t total = 0, a, b, j0;
-    for (int i = 0; i < m->ntensors; i++) total += piece_blocks(&m->tensors[i], lo, hi, &a, &b, &j0);
+    size_t total = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        size_t a, b, j0;
+        total += piece_blocks(&m->tensors[i], lo, hi, &a, &b, &j0);
+    }
     uint64_t key[GPTC_OPTIM_MAX_STATES];
     for (int s = 0; s < st->nstates; s++) key[s] = gptc_ostate_sr_key(seed, (uint64_t)t, s);
     /* the int8 block index of the range's first tensor piece, relative to the scales' first */
@@ -132,7 +135,7 @@ void gptc_ostate_update(const gptc_model *m, const gptc_ostate *st, const float 
         size_t seen = 0, blk = blk0; /* blocks of the range before tensor i; their int8 scale index */
         for (int i = 0; i < m->ntensors && seen < bb; i++) {
             const gptc_tensor_desc *d = &m->tensors[i];
-            size_t nb = piece_blocks(d, lo, hi, &a, &b, &j0);
+            size_t a, b, j0, nb = piece_blocks(d, lo, hi, &a, &b, &j0);
             if (!nb) continue;
             float dwd = d->decay ? wd : 0.0f;
             for (size_t j = 0; j < nb; j++) {
