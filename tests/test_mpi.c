@@ -6,6 +6,8 @@
  *   - ZeRO-1 halves the AdamW moments each rank allocates (as the run reports them);
  *   - a checkpoint written by 2 ranks (ZeRO-1) resumes on 1, and one written by 1 resumes on 2
  *     (ZeRO-1), each continuing to the uninterrupted run's losses and weights;
+ *   - --optim-state int8 under ZeRO-1 (bounds snapped to the 2048-value blocks) resumes across rank
+ *     counts, its state within a few flipped codes of the one-process run's;
  *   - a bad token id that only rank 1 reads stops the whole job, non-zero, with rank 1's message.
  * Skipped (with a SKIP line) when the binary was built without MPI or mpirun is missing. */
 #include "test.h"

@@ -90,10 +90,11 @@ int gptc_cmd_plan(int argc, char **argv) {
     const char *rows[] = {"parameters", "gradients", "optimizer state", "activations", "workspace", "total per rank"};
     size_t vals[] = {p.params, p.grads, p.optim, p.acts, p.workspace, p.total};
     char buf[32];
-    for (int i = 0; i < 6; i++)
-        printf("  %-16s %12s%s%s%s\n", rows[i], human(buf, sizeof buf, vals[i]), i == 2 ? "  (" : "",
-               i == 2 ? c.optimizer : "", i == 2 ? (strcmp(c.optim_state, "fp32") == 0 ? ", fp32)" :
-                                                    strcmp(c.optim_state, "bf16") == 0 ? ", bf16)" : ", int8 + scales)") : "");
+    /* what the optimizer state holds: "(adamw, int8 + scales)" */
+    char what[96];
+    snprintf(what, sizeof what, "  (%s, %s%s)", c.optimizer, c.optim_state,
+             strcmp(c.optim_state, "int8") == 0 ? " + scales" : "");
+    for (int i = 0; i < 6; i++) printf("  %-16s %12s%s\n", rows[i], human(buf, sizeof buf, vals[i]), i == 2 ? what : "");
     size_t have = c.memory_gib > 0 ? (size_t)(c.memory_gib * 1073741824.0) : gptc_machine_memory();
     if (have)
         printf("fits: %s (%s %s)\n", p.total <= have ? "yes" : "no", c.memory_gib > 0 ? "--memory" : "this machine has",

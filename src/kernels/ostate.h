@@ -25,6 +25,7 @@
 #ifndef GPTC_KERNELS_OSTATE_H
 #define GPTC_KERNELS_OSTATE_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,31 +33,49 @@
 /* values per int8 block (one absmax each), and the work unit of every compact-state update */
 #define GPTC_OSTATE_BLOCK 2048
 
-/* One quantisation map: code[256] sorted ascending, and lut[h] for h the top 16 bits of a float (sign,
- * exponent, 7 mantissa bits): the index of the code nearest to the smallest value whose top bits are h
- * (ties to the lower index). The nearest code of any x is then lut[h(x)] or above (nearest is monotone in
- * x), found by stepping up while the next code is strictly closer. */
+/* The nearest-code table's buckets: a float's top 16 bits (sign, exponent, 7 mantissa bits) with the
+ * magnitude part clamped to [GPTC_QMAP_LO, GPTC_QMAP_HI]: from 2^-26 (every smaller magnitude shares the
+ * first bucket: the smallest nonzero code is 1e-7, the midpoint to 0 is 5e-8) to 1.0 (a normalised value
+ * never exceeds it), per sign. 2 x 3329 one-byte entries: 6.5 KB, resident in L1. */
+#define GPTC_QMAP_LO 0x3280u /* top bits of 2^-26 */
+#define GPTC_QMAP_HI 0x3f80u /* top bits of 1.0 */
+#define GPTC_QMAP_HALF (GPTC_QMAP_HI - GPTC_QMAP_LO + 1)
+
+/* One quantisation map: code[256] sorted ascending (code[256], past the end, is +Inf so that stepping
+ * up from 255 never wins), and lut[b] for each bucket b (gptc_qmap_bucket): the index of the code
+ * nearest to the bucket's smallest value (ties to the lower index). The nearest code of any x is
+ * lut[bucket(x)] or above (nearest is monotone in x), and at most two codes above: a bucket spans 2^-7
+ * of its value, more than the closest codes' relative spacing (0.9 / 128 at the top of the unsigned map)
+ * but less than twice it; the build checks it for every bucket. */
 typedef struct gptc_qmap {
-    float code[256];
-    uint8_t lut[65536];
+    float code[257];
+    uint8_t lut[2 * GPTC_QMAP_HALF];
 } gptc_qmap;
 
 /* The signed (first moment) or unsigned (second moment) map, built once (thread-safe). */
 const gptc_qmap *gptc_qmap_get(int is_signed);
 
-/* The index of the code nearest to x (ties to the lower index, i.e. the smaller value); NaN gives the
- * lut's entry for its bit pattern. Exact against a search over all 256 codes (tests/test_ostate.c). */
+/* the bucket of a float with bit pattern u: positive magnitudes first, then negative ones */
+static inline unsigned gptc_qmap_bucket(uint32_t u) {
+    unsigned mag = (u >> 16) & 0x7fffu;
+    mag = mag < GPTC_QMAP_LO ? GPTC_QMAP_LO : mag > GPTC_QMAP_HI ? GPTC_QMAP_HI : mag;
+    return (mag - GPTC_QMAP_LO) + (u >> 31) * GPTC_QMAP_HALF;
+}
+
+/* one step up from code i when code i + 1 is strictly closer to x (branch-free) */
+static inline unsigned gptc_qmap_step(const gptc_qmap *q, float x, unsigned i) {
+    return i + (fabsf(q->code[i + 1] - x) < fabsf(x - q->code[i])); /* fabsf: a mask, no branch */
+}
+
+/* The index of the code nearest to x, |x| <= 1 (ties to the lower index, i.e. the smaller value; NaN
+ * gives some index). Exact against a search over all 256 codes (tests/test_ostate.c): the table's guess,
+ * then two branch-free steps (from 255 a step never moves: code[256] is +Inf). */
 static inline uint8_t gptc_qmap_nearest(const gptc_qmap *q, float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
-    unsigned i = q->lut[u >> 16];
-    while (i < 255) {
-        float a = x - q->code[i], b = q->code[i + 1] - x;
-        if (a < 0) a = -a;
-        if (b < 0) b = -b;
-        if (!(b < a)) break;
-        i++;
-    }
+    unsigned i = q->lut[gptc_qmap_bucket(u)];
+    i = gptc_qmap_step(q, x, i);
+    i = gptc_qmap_step(q, x, i);
     return (uint8_t)i;
 }
 
@@ -73,9 +92,17 @@ static inline uint64_t gptc_ostate_sr_key(uint64_t seed, uint64_t step, int stat
                            (uint64_t)(state + 1) * 0xd1b54a32d192ed03ULL);
 }
 
-/* 16 random bits for arena element `index` under `key` */
+/* 16 random bits for arena element `index` under `key`: a 32-bit avalanche hash (lowbias32) of the
+ * index mixed with the key; 32-bit arithmetic, so the loops over elements vectorise */
 static inline uint32_t gptc_ostate_sr_bits(uint64_t key, uint64_t index) {
-    return (uint32_t)(gptc_ostate_mix(key + index * 0x9e3779b97f4a7c15ULL) >> 48);
+    uint32_t x = (uint32_t)index ^ (uint32_t)key;
+    x += (uint32_t)(index >> 32) * 0x9e3779b9u + (uint32_t)(key >> 32);
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x >> 16;
 }
 
 /* x rounded to bf16 stochastically with the random bits r (16 bits): the kept half of x's pattern

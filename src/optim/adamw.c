@@ -87,10 +87,10 @@ static void adamw_update(const gptc_model *m, const gptc_train_options *o, const
     }
     adamw_ctx c = {m->be.k, lr, o->beta1, o->beta2, o->eps, grad_scale, t};
     gptc_be_optim_begin(&m->be, "adamw");
-    gptc_ostate_update(m, state, g, lo, hi, wd, o->seed, t, adamw_block, &c);
+    size_t n = gptc_ostate_update(m, state, g, lo, hi, wd, o->seed, t, adamw_block, &c);
     /* per parameter the fp32 update's ~12 FLOPs plus the widening and the store (~6 for int8's nearest
      * code, ~2 for bf16's rounding); reads p, g and the moments, writes p and the moments */
-    size_t n = hi - lo, el = gptc_ostate_elem(state->type);
+    size_t el = gptc_ostate_elem(state->type);
     gptc_be_optim_end(&m->be, (state->type == GPTC_OSTATE_INT8 ? 18.0 : 14.0) * n, (12.0 + 4.0 * el) * n);
 }
 

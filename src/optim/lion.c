@@ -67,8 +67,8 @@ static void lion_update(const gptc_model *m, const gptc_train_options *o, const 
     if (state->type != GPTC_OSTATE_FP32) {
         lion_ctx c = {lr, o->beta1, o->beta2, grad_scale};
         gptc_be_optim_begin(&m->be, "lion");
-        gptc_ostate_update(m, state, g, lo, hi, wd, o->seed, t, lion_block, &c);
-        size_t n = hi - lo, el = gptc_ostate_elem(state->type);
+        size_t n = gptc_ostate_update(m, state, g, lo, hi, wd, o->seed, t, lion_block, &c);
+        size_t el = gptc_ostate_elem(state->type);
         gptc_be_optim_end(&m->be, (state->type == GPTC_OSTATE_INT8 ? 17.0 : 13.0) * n, (12.0 + 2.0 * el) * n);
         return;
     }

@@ -106,8 +106,9 @@ typedef void (*gptc_ostate_block_fn)(void *ctx, float *p, const float *g, float 
  * are stored back (ostate_bf16_store with the key gptc_ostate_sr_key(seed, t, s), or ostate_q8_store,
  * the first state on the signed map and the others on the unsigned one). Every block is one thread's,
  * so the bits do not depend on the thread count; nor, as blocks are relative to tensors and the
- * rounding bits to arena indices, on how the arena is cut into ranges. wd applies to decay tensors. */
-void gptc_ostate_update(const gptc_model *m, const gptc_ostate *st, const float *g, size_t lo, size_t hi, float wd,
+ * rounding bits to arena indices, on how the arena is cut into ranges. wd applies to decay tensors.
+ * Returns the parameters updated (the tensors' elements inside the range, padding not counted). */
+size_t gptc_ostate_update(const gptc_model *m, const gptc_ostate *st, const float *g, size_t lo, size_t hi, float wd,
                         uint64_t seed, int t, gptc_ostate_block_fn fn, void *ctx);
 
 #endif

@@ -111,13 +111,14 @@ static size_t piece_blocks(const gptc_tensor_desc *d, size_t lo, size_t hi, size
     return (*b - d->offset - 1) / GPTC_OSTATE_BLOCK - *j0 + 1;
 }
 
-void gptc_ostate_update(const gptc_model *m, const gptc_ostate *st, const float *g, size_t lo, size_t hi, float wd,
+size_t gptc_ostate_update(const gptc_model *m, const gptc_ostate *st, const float *g, size_t lo, size_t hi, float wd,
                         uint64_t seed, int t, gptc_ostate_block_fn fn, void *ctx) {
     const gptc_kernels *k = m->be.k;
-    size_t total = 0;
+    size_t total = 0, updated = 0;
     for (int i = 0; i < m->ntensors; i++) {
         size_t a, b, j0;
         total += piece_blocks(&m->tensors[i], lo, hi, &a, &b, &j0);
+        updated += b > a ? b - a : 0;
     }
     uint64_t key[GPTC_OPTIM_MAX_STATES];
     for (int s = 0; s < st->nstates; s++) key[s] = gptc_ostate_sr_key(seed, (uint64_t)t, s);
@@ -159,4 +160,5 @@ void gptc_ostate_update(const gptc_model *m, const gptc_ostate *st, const float 
             blk += nb;
         }
     }
+    return updated;
 }

@@ -29,13 +29,21 @@ void gptc_ostate_q8_load_ref(float *out, const uint8_t *in, size_t n, float absm
  * code of 0 when absmax is 0) */
 void gptc_ostate_q8_store_ref(uint8_t *out, float *absmax, const float *in, size_t n, int is_signed) {
     const gptc_qmap *q = gptc_qmap_get(is_signed);
-    float amax = 0;
+    /* max |in| on the bit patterns: for magnitudes the integer order is the float order, and a NaN's
+     * pattern is above Inf's, so a NaN wins and makes the block's scale NaN, visibly (integer max
+     * vectorises where a float max with NaN semantics does not) */
+    uint32_t top = 0;
     for (size_t i = 0; i < n; i++) {
-        float a = fabsf(in[i]);
-        amax = a > amax || a != a ? a : amax; /* a NaN makes the block's scale NaN, visibly */
+        uint32_t u;
+        memcpy(&u, &in[i], 4);
+        u &= 0x7fffffffu;
+        top = u > top ? u : top;
     }
+    float amax;
+    memcpy(&amax, &top, 4);
     *absmax = amax;
-    float inv = amax > 0 ? 1.0f / amax : 0.0f;
+    int nan = top > 0x7f800000u;
+    float inv = amax > 0 && !nan ? 1.0f / amax : 0.0f;
     for (size_t i = 0; i < n; i++) {
         /* x / absmax, but never past +-1 (the reciprocal's rounding could) */
         float x = in[i] * inv;

@@ -1,6 +1,7 @@
 /* qmap.c — the two dynamic-tree quantisation maps of the 8-bit optimizer state and their nearest-code
  * lookup tables (kernels/ostate.h has the definition), built once from the bit layout. */
 #include "kernels/ostate.h"
+#include "core/core.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -47,13 +48,20 @@ static void build(gptc_qmap *q, int is_signed) {
         q->code[p] = (float)v;
     }
     qsort(q->code, 256, sizeof(float), by_value);
-    for (unsigned h = 0; h < 65536; h++) {
-        /* the smallest value with these top bits: the bottom of the bucket (positive), or its most
-         * negative end (negative patterns grow in magnitude with the low bits) */
-        uint32_t u = h & 0x8000u ? (h << 16) | 0xffffu : h << 16;
-        float x;
-        memcpy(&x, &u, 4);
-        q->lut[h] = x != x ? 0 : (uint8_t)nearest_search(q->code, x);
+    q->code[256] = INFINITY;
+    for (unsigned b = 0; b < 2 * GPTC_QMAP_HALF; b++) {
+        /* the bucket's smallest value x and largest y: positive magnitudes grow with the bits, negative
+         * values shrink; the first bucket of each sign also holds every smaller magnitude (down to 0) */
+        unsigned neg = b >= GPTC_QMAP_HALF, h = GPTC_QMAP_LO + (b - neg * GPTC_QMAP_HALF);
+        uint32_t top = h << 16, bottom = h == GPTC_QMAP_LO ? 0 : top;
+        uint32_t lo_u = neg ? 0x80000000u | top | 0xffffu : bottom, hi_u = neg ? 0x80000000u | bottom : top | 0xffffu;
+        if (h == GPTC_QMAP_HI) hi_u = neg ? 0x80000000u | top : top; /* the last bucket ends at 1.0 exactly */
+        float x, y;
+        memcpy(&x, &lo_u, 4);
+        memcpy(&y, &hi_u, 4);
+        q->lut[b] = (uint8_t)nearest_search(q->code, x);
+        /* the bucket's other end is at most two codes further (gptc_qmap_nearest's two steps) */
+        GPTC_ASSERT(nearest_search(q->code, y) <= q->lut[b] + 2u);
     }
 }
 
