@@ -104,6 +104,7 @@ typedef struct gptc_train_options {
     long total_batch;      /* tokens per optimizer update; a multiple of B*T (0: B*T) */
     int steps;             /* optimizer updates to run (total, counting resumed ones) */
     const char *optimizer; /* "adamw" (the default) or another name of the registry (src/optim/optimizer.h) */
+    const char *optim_state; /* how the moments are stored: "fp32" (the default), "bf16" or "int8" (optim/optimizer.h) */
     float lr;              /* peak learning rate */
     int warmup;            /* linear warm-up steps */
     float lr_floor;        /* cosine decays to lr * lr_floor */

@@ -52,10 +52,10 @@ static float *train_params(gptc_train_options *o, const char *name, steps_seen *
     const gptc_optimizer_kind *opt = gptc_optimizer_find(o->optimizer);
     size_t nf = m.num_floats;
     p = calloc(nf * (1 + opt->nstates), sizeof(float));
-    float *state[GPTC_OPTIM_MAX_STATES];
-    for (int i = 0; i < opt->nstates; i++) state[i] = p + (1 + i) * nf;
+    gptc_ostate state = {.type = GPTC_OSTATE_FP32, .nstates = opt->nstates, .lo = 0, .hi = nf}; /* fp32 state */
+    for (int i = 0; i < opt->nstates; i++) state.buf[i] = p + (1 + i) * nf;
     gptc_trainer_state ts = {0}; /* no guard buffer: its state is not compared */
-    CHECK_OK(gptc_ckpt_load(step_dir, &m, opt, state, &ts));
+    CHECK_OK(gptc_ckpt_load(step_dir, &m, opt, &state, &ts));
     memcpy(p, m.params, sizeof(float) * nf);
     *n = nf * (1 + opt->nstates);
     gptc_model_free(&m);

@@ -7,6 +7,8 @@
  *   - a checkpoint written by 2 ranks (ZeRO-1) resumes on 1, and one written by 1 resumes on 2
  *     (ZeRO-1), each continuing to the uninterrupted run's losses and weights;
  *   - --fused-update (and with ZeRO-1) on 2 ranks equals 1 rank x 2B too, and the ordinary 2 ranks bit for bit;
+ *   - --optim-state int8 under ZeRO-1 (bounds snapped to the 2048-value blocks) resumes across rank
+ *     counts, its state within a few flipped codes of the one-process run's;
  *   - a bad token id that only rank 1 reads stops the whole job, non-zero, with rank 1's message.
  * Skipped (with a SKIP line) when the binary was built without MPI or mpirun is missing. */
 #include "test.h"
@@ -175,9 +177,9 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
         CHECK_MSG(le <= LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
         CHECK_MSG(we <= WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
         /* ZeRO-1 halves the moments each rank allocates (to 64-byte rounding) */
-        const char *mem = out ? strstr(out, "memory: AdamW moments ") : NULL;
+        const char *mem = out ? strstr(out, "memory: optimizer state ") : NULL;
         double mib = 0;
-        CHECK(mem && sscanf(mem, "memory: AdamW moments %lf", &mib) == 1);
+        CHECK(mem && sscanf(mem, "memory: optimizer state %lf", &mib) == 1);
         moments_mib[strstr(cases[i].flags, "--zero 1") != NULL] = mib;
         free(out);
     }
@@ -189,6 +191,25 @@ TEST(mpi_two_ranks_match_one_rank_double_batch) {
 /* --fused-update on 2 ranks (each layer's slot all-reduced in both backward passes; with ZeRO-1 each rank
  * updates its shard's part of every layer) equals 1 rank with twice the batch, as the ordinary exchange
  * does; without ZeRO-1 it gives the ordinary 2-rank run's bits (the same sums of the same gradients). */
+/* Whether the optimizer states of two runs' last checkpoints hold the same bytes (same tensors, same dtypes). */
+static bool same_optim_state(const char *ck_a, const char *ck_b) {
+    char pa[1024], pb[1024];
+    snprintf(pa, sizeof pa, "%s/step-%08d/optim.safetensors", ck_a, STEPS);
+    snprintf(pb, sizeof pb, "%s/step-%08d/optim.safetensors", ck_b, STEPS);
+    gptc_st_file a = {0}, b = {0};
+    CHECK_OK(gptc_st_open(&a, pa));
+    CHECK_OK(gptc_st_open(&b, pb));
+    bool same = a.ntensors > 0 && a.ntensors == b.ntensors;
+    for (int i = 0; same && i < a.ntensors; i++) {
+        const gptc_st_tensor *x = &a.tensors[i], *y = gptc_st_find(&b, x->name);
+        same = y && y->dtype == x->dtype && y->nbytes == x->nbytes && memcmp(x->data, y->data, x->nbytes) == 0;
+        if (!same) printf("    optimizer state %s differs\n", x->name);
+    }
+    gptc_st_close(&a);
+    gptc_st_close(&b);
+    return same;
+}
+
 TEST(mpi_fused_update_matches_one_rank_double_batch) {
     if (!have_mpi()) return;
     double ref[STEPS + 1], got[STEPS + 1], plain[STEPS + 1];
@@ -222,6 +243,12 @@ TEST(mpi_fused_update_matches_one_rank_double_batch) {
             double pkb, pwe = weights_err(ck, plain_ck, &pkb);
             CHECK_MSG(pwe == 0 && pkb == 0, "fused vs ordinary on 2 ranks: weights differ by %g (key bias %g)", pwe, pkb);
             CHECK_MSG(losses_err(got, plain, 1) == 0, "fused vs ordinary on 2 ranks: losses differ");
+        } else {
+            /* ZeRO-1: each rank's shard of the state, gathered into the checkpoint, is the whole state of
+             * the run without ZeRO (the update is elementwise) */
+            char fused_ck[600];
+            snprintf(fused_ck, sizeof fused_ck, "%s/mpi-fused", test_tmpdir());
+            CHECK_MSG(same_optim_state(ck, fused_ck), "fused-zero1: the checkpoint's optimizer state is not the fused run's");
         }
         free(out);
     }
@@ -257,6 +284,81 @@ TEST(mpi_checkpoints_resume_across_rank_counts) {
         CHECK_MSG(kb <= KBIAS_TOL, "%s: key biases differ by %g", cases[i].name, kb);
         CHECK_MSG(le <= LOSS_TOL, "%s: resumed losses differ by %g (relative)", cases[i].name, le);
         CHECK_MSG(we <= WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
+    }
+}
+
+/* --optim-state int8 under ZeRO-1 (shard bounds snapped to whole blocks of 2048): 2 ranks for 5 steps
+ * then 1 rank to 10, and the other way, continue the one-process int8 run: the checkpoint gathered from
+ * the shards holds the U8 moments and their scales, and the state is the same whatever the rank count,
+ * so the losses and weights differ only by the gradient sums' order, as fp32's do, and by the codes
+ * that order flips: under 0.5 % of the final state's codes differ from the one-process run's (measured:
+ * ~0.1 %, mostly by one code), and a flipped first-moment code of an element with a tiny second moment moves
+ * it by a fraction of a learning-rate step, hence INT8_WEIGHT_TOL (measured up to 1.2e-2). */
+#define INT8_LOSS_TOL 1e-4
+#define INT8_WEIGHT_TOL 3e-2
+
+/* The share of U8 codes that differ between two checkpoints' optimizer states (1 when none compare). */
+static double codes_differ(const char *ck_a, const char *ck_b) {
+    char pa[1024], pb[1024];
+    snprintf(pa, sizeof pa, "%s/step-%08d/optim.safetensors", ck_a, STEPS);
+    snprintf(pb, sizeof pb, "%s/step-%08d/optim.safetensors", ck_b, STEPS);
+    gptc_st_file a = {0}, b = {0};
+    if (gptc_st_open(&a, pa) || gptc_st_open(&b, pb)) {
+        gptc_st_close(&a);
+        return 1;
+    }
+    size_t differ = 0, total = 0;
+    for (int i = 0; i < a.ntensors; i++) {
+        const gptc_st_tensor *x = &a.tensors[i], *y = gptc_st_find(&b, x->name);
+        if (x->dtype != GPTC_U8) continue;
+        if (!y || y->numel != x->numel) {
+            differ = total = 0;
+            break;
+        }
+        const unsigned char *u = x->data, *v = y->data;
+        for (size_t j = 0; j < x->numel; j++) differ += u[j] != v[j];
+        total += x->numel;
+    }
+    gptc_st_close(&a);
+    gptc_st_close(&b);
+    return total ? (double)differ / total : 1;
+}
+TEST(mpi_int8_state_zero1_resumes_across_rank_counts) {
+    if (!have_mpi()) return;
+    double ref[STEPS + 1], got[STEPS + 1];
+    char ref_ck[600], ref_losses[700], *out = NULL;
+    snprintf(ref_ck, sizeof ref_ck, "%s/mpi-int8-ref", test_tmpdir());
+    snprintf(ref_losses, sizeof ref_losses, "%s.losses", ref_ck);
+    int rc = train(1, 4, STEPS, ref_ck, ref_losses, "--optim-state int8", &out);
+    CHECK_MSG(rc == 0, "int8 reference: exit %d: %s", rc, out);
+    free(out);
+    read_losses(ref_losses, ref);
+    static const struct { const char *name; int np1, b1, np2, b2; } cases[] = {{"2to1", 2, 2, 1, 4}, {"1to2", 1, 4, 2, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char ck[600], losses[700], path[700];
+        snprintf(ck, sizeof ck, "%s/mpi-int8-%s", test_tmpdir(), cases[i].name);
+        snprintf(losses, sizeof losses, "%s.losses", ck);
+        const char *flags = "--zero 1 --bucket-mb 0.05 --optim-state int8";
+        rc = train(cases[i].np1, cases[i].b1, 5, ck, losses, flags, &out);
+        CHECK_MSG(rc == 0, "%s: first half: exit %d: %s", cases[i].name, rc, out);
+        free(out);
+        snprintf(path, sizeof path, "%s/step-%08d/optim.safetensors", ck, 5);
+        gptc_st_file f = {0};
+        CHECK_OK(gptc_st_open(&f, path));
+        const gptc_st_tensor *q = gptc_st_find(&f, "exp_avg_sq.h.0.mlp.c_fc.weight"),
+                             *sc = gptc_st_find(&f, "exp_avg_sq.absmax.h.0.mlp.c_fc.weight");
+        CHECK(q && q->dtype == GPTC_U8 && sc && sc->dtype == GPTC_F32 && sc->numel == (q->numel + 2047) / 2048);
+        gptc_st_close(&f);
+        rc = train(cases[i].np2, cases[i].b2, STEPS, ck, losses, flags, &out);
+        CHECK_MSG(rc == 0, "%s: second half: exit %d: %s", cases[i].name, rc, out);
+        free(out);
+        read_losses(losses, got);
+        double kb, le = losses_err(got, ref, 1), we = weights_err(ck, ref_ck, &kb), cd = codes_differ(ck, ref_ck);
+        printf("    int8 %s: max loss rel diff %.2e, final weights max diff %.2e (%s), key bias %.1e, %.3f%% of the "
+               "codes differ\n", cases[i].name, le, we, g_worst, kb, 100 * cd);
+        CHECK_MSG(cd < 0.005, "%s: %.3f%% of the int8 codes differ from the one-process run's", cases[i].name, 100 * cd);
+        CHECK_MSG(le <= INT8_LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
+        CHECK_MSG(we <= INT8_WEIGHT_TOL, "%s: weights differ by %g", cases[i].name, we);
     }
 }
 

@@ -183,11 +183,13 @@ TEST(optimizer_adamw_matches_gptc_adamw_update_bitwise) {
                 m.grads = NULL;
             } else if (run == 1) { /* the interface on the whole arena */
                 float *s[2] = {st[run][0], st[run][1]};
-                adamw->update(&m, &o, g, s, 0, n, lr, wd, scale, t);
+                adamw->update(&m, &o, g, (gptc_ostate[]){gptc_ostate_fp32(s, 2, 0, n)}, 0, n, lr, wd, scale, t);
             } else
                 for (int r = 0; r < 3; r++) { /* ranges cutting tensors: the interface, then the wrapper */
                     float *s[2] = {st[run][0] + cut[r], st[run][1] + cut[r]};
-                    if (run == 2) adamw->update(&m, &o, g + cut[r], s, cut[r], cut[r + 1], lr, wd, scale, t);
+                    if (run == 2)
+                        adamw->update(&m, &o, g + cut[r], (gptc_ostate[]){gptc_ostate_fp32(s, 2, cut[r], cut[r + 1])}, cut[r],
+                                      cut[r + 1], lr, wd, scale, t);
                     else gptc_adamw_update_range(&m, g + cut[r], s[0], s[1], cut[r], cut[r + 1], &h, lr, scale, t);
                 }
         }
@@ -332,7 +334,7 @@ TEST(optimizer_lion_matches_f64_reference) {
     float *state[1] = {mom};
     for (int t = 1; t <= LION_STEPS; t++) {
         float lr = lion_lr(t);
-        lion->update(&m, &o, g[t - 1], state, 0, n, lr, wd, scale, t);
+        lion->update(&m, &o, g[t - 1], (gptc_ostate[]){gptc_ostate_fp32(state, 1, 0, n)}, 0, n, lr, wd, scale, t);
         lion_ref_step(&m, &ok, g[t - 1], lr, o.beta1, o.beta2, wd, scale, 0);
         lion_ref_step(&m, &wrong_decay, g[t - 1], lr, o.beta1, o.beta2, wd, scale, 1);
         lion_ref_step(&m, &wrong_betas, g[t - 1], lr, o.beta2, o.beta1, wd, scale, 0);
@@ -369,7 +371,8 @@ static float *lion_run(gptc_model *m, const float *p0, float **g, int parts) {
         for (int r = 0; r < parts; r++) {
             size_t lo = n * r / parts, hi = n * (r + 1) / parts;
             float *state[1] = {mom + lo};
-            lion->update(m, &o, g[t - 1] + lo, state, lo, hi, lion_lr(t), wd, scale, t);
+            lion->update(m, &o, g[t - 1] + lo, (gptc_ostate[]){gptc_ostate_fp32(state, 1, lo, hi)}, lo, hi, lion_lr(t), wd, scale,
+                         t);
         }
     return mom;
 }
@@ -473,12 +476,12 @@ TEST(optimizer_profile_span_counts_the_range) {
         for (int s = 0; s < kd->nstates; s++) st[s] = test_zeros_f(n);
         double f_all, b_all, f_range, b_range;
         gptc_prof_start();
-        kd->update(&m, &o, g, st, 0, n, 1e-3f, 0.1f, 1.0f, 1);
+        kd->update(&m, &o, g, (gptc_ostate[]){gptc_ostate_fp32(st, kd->nstates, 0, n)}, 0, n, 1e-3f, 0.1f, 1.0f, 1);
         gptc_prof_stop();
         one_span(kd->name, &f_all, &b_all);
         for (int s = 0; s < kd->nstates; s++) st[s] += lo;
         gptc_prof_start();
-        kd->update(&m, &o, g + lo, st, lo, hi, 1e-3f, 0.1f, 1.0f, 2);
+        kd->update(&m, &o, g + lo, (gptc_ostate[]){gptc_ostate_fp32(st, kd->nstates, lo, hi)}, lo, hi, 1e-3f, 0.1f, 1.0f, 2);
         gptc_prof_stop();
         one_span(kd->name, &f_range, &b_range);
         CHECK_MSG(f_all > 0 && b_all > 0, "%s: span without work", kd->name);

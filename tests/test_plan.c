@@ -1,17 +1,18 @@
 /* test_plan.c — the memory planner against what a training setup really allocates (counted by
- * gptc_alloc_stats; case 4 with --fused-update's compact gradient arena), ZeRO-1's split of the
+ * gptc_alloc_stats; cases 4 and 7 with --fused-update's compact gradient arena, 5-7 compact optimizer state), ZeRO-1's split of the
  * optimizer state, --fused-update's gradients, `gptc plan`'s table, and `gptc train`
  * refusing a run that cannot fit before it allocates anything big. */
 #include "test.h"
 #include "model/plan.h"
 #include "optim/optim.h"
+#include "optim/optimizer.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static const gptc_model_config k_cfg = {.layers = 2, .heads = 4, .channels = 128, .context = 256, .vocab = 512};
-enum { B = 4, T = 200, NCASES = 5 };
+enum { B = 4, T = 200, NCASES = 8 };
 
 /* the settings of each measured case */
 static void case_request(int c, gptc_mem_request *r) {
@@ -23,20 +24,23 @@ static void case_request(int c, gptc_mem_request *r) {
     r->no_fusion = c == 1 || c == 3;
     r->dtype = c >= 2 ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
     const gptc_recompute rc[NCASES] = {GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_GELU, GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_ATTN,
+                                       GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_BLOCK,
                                        GPTC_RECOMPUTE_BLOCK};
     r->recompute = rc[c];
-    r->fused_update = c == 4;
+    r->fused_update = c == 4 || c == 7;
+    /* the compact optimizer states (--optim-state): int8 (codes and a scale per block), bf16; case 7 is the
+     * smallest setting, bf16 with block recompute, int8 state and the fused update */
+    r->optim_state = c == 5 || c == 7 ? "int8" : c == 6 ? "bf16" : NULL;
 }
 
-/* --fused-update's per-layer AdamW (the trainer's hook, trainer_step.c, in small) */
-typedef struct { gptc_model *m; float *mom, *vel; } fused_user;
+/* --fused-update's per-layer update (the trainer's hook, trainer_step.c, in small) */
+typedef struct { gptc_model *m; const gptc_ostate *st; const gptc_train_options *o; } fused_user;
 static void fused_layer_update(void *user, size_t lo) {
     fused_user *u = user;
     gptc_model *m = u->m;
     if (lo < m->layer_lo || lo >= m->lnf_lo) return;
-    gptc_adamw h = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
-    gptc_adamw_update_range(m, m->cgrads + m->layer_lo, u->mom + lo, u->vel + lo, lo, lo + m->layer_stride, &h, 1e-3f,
-                            1.0f, 1);
+    gptc_optimizer_find("adamw")->update(m, u->o, m->cgrads + m->layer_lo, u->st, lo, lo + m->layer_stride, 1e-3f, 0.1f,
+                                         1.0f, 1);
 }
 
 /* Runs in its own process (GPTC_TEST_PLAN_CASE set by plan_matches_allocations; a no-op otherwise):
@@ -64,26 +68,32 @@ TEST(plan_alloc_child) {
     m.recompute = r.recompute;
     m.fused_update = r.fused_update;
     CHECK_OK(gptc_model_alloc_train(&m, B, T));
-    float *mom = gptc_alloc(m.num_floats * sizeof(float), "m"), *vel = gptc_alloc(m.num_floats * sizeof(float), "v");
+    gptc_ostate_type type = GPTC_OSTATE_FP32;
+    if (r.optim_state) gptc_ostate_parse(r.optim_state, &type);
+    const gptc_optimizer_kind *adamw = gptc_optimizer_find("adamw");
+    gptc_ostate st;
+    CHECK_OK(gptc_ostate_alloc(&st, adamw, type, &m, 0, m.num_floats));
     int *in = gptc_alloc(sizeof(int) * B * T, "inputs"), *tg = gptc_alloc(sizeof(int) * B * T, "targets");
     for (int i = 0; i < B * T; i++) in[i] = (i * 7) % r.model.vocab, tg[i] = (i * 13 + 1) % r.model.vocab;
     gptc_model_zero_grad(&m);
     gptc_model_forward_backward(&m, in, tg, B, T, 1.0f);
-    gptc_adamw h = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    gptc_train_options o;
+    gptc_train_options_default(&o);
     if (r.fused_update) { /* the update pass, each layer from its slot */
-        fused_user u = {&m, mom, vel};
+        fused_user u = {&m, &st, &o};
         m.grads_ready = fused_layer_update;
         m.grads_ready_user = &u;
         gptc_model_backward_layers(&m);
         m.grads_ready = NULL;
     } else {
-        gptc_adamw_update(&m, mom, vel, &h, 1e-3f, 1.0f, 1);
+        adamw->update(&m, &o, m.grads, &st, 0, m.num_floats, 1e-3f, 0.1f, 1.0f, 1);
     }
     gptc_model_forward(&m, in, tg, B, T);
     gptc_alloc_stats(&live1, &peak1);
     printf("PLANCHECK planned=%zu peak=%zu live=%zu\n", p.total, peak1 - live0, live1 - live0);
     gptc_model_free(&m);
-    gptc_free(mom), gptc_free(vel), gptc_free(in), gptc_free(tg);
+    gptc_ostate_free(&st);
+    gptc_free(in), gptc_free(tg);
 }
 
 /* Each case's planned total is within 3% of the peak its setup really allocated (in a fresh process:
@@ -106,9 +116,11 @@ TEST(plan_matches_allocations) {
         double err = planned ? ((double)planned - (double)peak) / (double)planned : 1;
         gptc_mem_request r;
         case_request(c, &r);
-        printf("    %s %s %s recompute %-5s%s: planned %.2f MiB, allocated %.2f MiB at peak (%+.2f%%), %.2f MiB live\n",
+        printf("    %s %s %s recompute %-5s state %s%s: planned %.2f MiB, allocated %.2f MiB at peak (%+.2f%%), %.2f MiB "
+               "live\n",
                r.naive_attention ? "naive" : "flash", r.no_fusion ? "unfused" : "fused", gptc_precision_name(r.dtype),
-               gptc_recompute_name(r.recompute), r.fused_update ? " fused-update" : "", planned / 1048576.0, peak / 1048576.0, 100 * err, live / 1048576.0);
+               gptc_recompute_name(r.recompute), r.optim_state ? r.optim_state : "fp32",
+               r.fused_update ? " fused-update" : "", planned / 1048576.0, peak / 1048576.0, 100 * err, live / 1048576.0);
         CHECK_MSG(fabs(err) <= 0.03, "case %d: planned %zu bytes, allocated %zu at peak", c, planned, peak);
         free(out);
     }

@@ -189,10 +189,11 @@ TEST(checkpoint_round_trip_and_refusals) {
     s.hp.u[GPTC_HP_seed] = 123;
     const gptc_optimizer_kind *adamw = gptc_optimizer_find("adamw");
     float *state[2] = {mom, vel}, *state2[2] = {mom2, vel2};
+    gptc_ostate os = gptc_ostate_fp32(state, 2, 0, m.num_floats), os2 = gptc_ostate_fp32(state2, 2, 0, m.num_floats);
     snprintf(s.tokenizer, sizeof s.tokenizer, "byte");
     const char *dir = subdir("ckpt");
     char written[1024];
-    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, (const float *const *)state, &s, 3, written, sizeof written));
+    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, &os, &s, 3, written, sizeof written));
     CHECK(strstr(written, "step-00000007") != NULL);
     char found_path[1024];
     bool found;
@@ -200,7 +201,7 @@ TEST(checkpoint_round_trip_and_refusals) {
     CHECK(found && strcmp(found_path, written) == 0);
     CHECK_OK(gptc_model_init(&back, &cfg));
     gptc_trainer_state s2 = {0};
-    CHECK_OK(gptc_ckpt_load(found_path, &back, adamw, state2, &s2));
+    CHECK_OK(gptc_ckpt_load(found_path, &back, adamw, &os2, &s2));
     CHECK(memcmp(back.params, m.params, m.num_floats * 4) == 0);
     bool same_m = true;
     for (int i = 0; i < m.ntensors; i++) {
@@ -217,9 +218,9 @@ TEST(checkpoint_round_trip_and_refusals) {
     other_kind.name = "other";
     s.step = 5;
     char written5[1024];
-    CHECK_OK(gptc_ckpt_save(subdir("ckpt-other"), &m, &other_kind, (const float *const *)state, &s, 3, written5,
+    CHECK_OK(gptc_ckpt_save(subdir("ckpt-other"), &m, &other_kind, &os, &s, 3, written5,
                             sizeof written5));
-    CHECK(gptc_ckpt_load(written5, &back, adamw, state2, &s2) == GPTC_ERR_STATE);
+    CHECK(gptc_ckpt_load(written5, &back, adamw, &os2, &s2) == GPTC_ERR_STATE);
     CHECK_MSG(strstr(gptc_last_error(), "trained with the optimizer other, but this run asks for 'optimizer' adamw") &&
               !strchr(gptc_last_error(), '\n'), "got: %s", gptc_last_error());
     s.step = 7;
@@ -235,7 +236,7 @@ TEST(checkpoint_round_trip_and_refusals) {
 
     /* a newer but torn checkpoint: find falls back to the older valid one */
     s.step = 8;
-    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, (const float *const *)state, &s, 3, written, sizeof written));
+    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, &os, &s, 3, written, sizeof written));
     char model8[1200];
     snprintf(model8, sizeof model8, "%s/model.safetensors", written);
     struct stat st;
@@ -247,7 +248,7 @@ TEST(checkpoint_round_trip_and_refusals) {
     CHECK(strstr(gptc_last_error(), model8) != NULL);
     /* a bit flip in the data is caught by the checksum */
     s.step = 9;
-    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, (const float *const *)state, &s, 3, written, sizeof written));
+    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, &os, &s, 3, written, sizeof written));
     char model9[1200];
     snprintf(model9, sizeof model9, "%s/model.safetensors", written);
     FILE *f = fopen(model9, "r+b");
@@ -266,7 +267,7 @@ TEST(checkpoint_round_trip_and_refusals) {
     CHECK(gptc_ckpt_load(written, &back, NULL, NULL, NULL) == GPTC_ERR_FORMAT);
     /* keep = 3 pruned nothing valid too early: 7, 8, 9 exist; a 4th save removes 7 */
     s.step = 10;
-    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, (const float *const *)state, &s, 3, written, sizeof written));
+    CHECK_OK(gptc_ckpt_save(dir, &m, adamw, &os, &s, 3, written, sizeof written));
     char p7[1024];
     snprintf(p7, sizeof p7, "%s/step-00000007", dir);
     CHECK(!gptc_is_dir(p7));

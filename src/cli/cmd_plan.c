@@ -12,7 +12,7 @@
 typedef struct plan_cli {
     const char *model;
     int batch, seq;
-    const char *dtype, *recompute, *optimizer;
+    const char *dtype, *recompute, *optimizer, *optim_state;
     int ranks, zero, threads;
     int naive_attention, no_fusion, fused_update, bytes;
     float memory_gib;
@@ -27,6 +27,7 @@ static const gptc_option g_plan_opts[] = {
     {"recompute", OPT_STRING, F(recompute), "LEVEL", "none, gelu, attn or block (as gptc train --recompute)", 0, 0},
     {"ranks", OPT_INT, F(ranks), "N", "data-parallel ranks", 1, 1 << 20},
     {"optimizer", OPT_STRING, F(optimizer), "NAME", "the optimizer whose state is planned (as gptc train --optimizer)", 0, 0},
+    {"optim-state", OPT_STRING, F(optim_state), "fp32|bf16|int8", "how the optimizer state is stored (as gptc train --optim-state): 4, 2 or 1 byte per parameter and moment (int8 plus an fp32 scale per 2048)", 0, 0},
     {"zero", OPT_INT, F(zero), "0|1", "1: ZeRO-1, the optimizer state split over the ranks", 0, 1},
     {"threads", OPT_INT, F(threads), "N", "OpenMP threads per rank (0: all cores)", 0, 4096},
     {"naive-attention", OPT_FLAG, F(naive_attention), "", "plan for the attention that stores the T x T scores", 0, 0},
@@ -53,7 +54,7 @@ static const char *human(char *buf, size_t cap, size_t bytes) {
 }
 
 int gptc_cmd_plan(int argc, char **argv) {
-    plan_cli c = {.model = "gpt2", .batch = 1, .dtype = "fp32", .recompute = "none", .optimizer = "adamw", .ranks = 1}, d = c;
+    plan_cli c = {.model = "gpt2", .batch = 1, .dtype = "fp32", .recompute = "none", .optimizer = "adamw", .optim_state = "fp32", .ranks = 1}, d = c;
     bool help;
     int npos;
     if (gptc_options_parse(&gptc_cmd_plan_spec, &c, argc, argv, NULL, NULL, &npos, &help)) {
@@ -77,6 +78,7 @@ int gptc_cmd_plan(int argc, char **argv) {
     r.ranks = c.ranks;
     r.zero = c.zero;
     r.optimizer = c.optimizer;
+    r.optim_state = c.optim_state;
     r.threads = c.threads;
     r.naive_attention = c.naive_attention;
     r.no_fusion = c.no_fusion;
@@ -95,7 +97,11 @@ int gptc_cmd_plan(int argc, char **argv) {
                           "activations", "workspace",         "total per rank"};
     size_t vals[] = {p.params, p.weights16, p.grads, p.optim, p.acts, p.workspace, p.total};
     char buf[32];
-    for (int i = 0; i < 7; i++) printf("  %-17s %12s\n", rows[i], human(buf, sizeof buf, vals[i]));
+    /* what the optimizer state holds: "(adamw, int8 + scales)" */
+    char what[96];
+    snprintf(what, sizeof what, "  (%s, %s%s)", c.optimizer, c.optim_state,
+             strcmp(c.optim_state, "int8") == 0 ? " + scales" : "");
+    for (int i = 0; i < 7; i++) printf("  %-17s %12s%s\n", rows[i], human(buf, sizeof buf, vals[i]), i == 3 ? what : "");
     size_t have = c.memory_gib > 0 ? (size_t)(c.memory_gib * 1073741824.0) : gptc_machine_memory();
     if (have)
         printf("fits: %s (%s %s)\n", p.total <= have ? "yes" : "no", c.memory_gib > 0 ? "--memory" : "this machine has",

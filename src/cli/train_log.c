@@ -316,9 +316,13 @@ void train_log_summary(progress *p, const gptc_train_result *r) {
     if (r->world > 1) {
         printf("comm: %d ranks, %.1f allreduce calls/step, %.2f ms/step waiting (%.1f%% of the step)\n", r->world,
                r->comm_calls_per_step, r->comm_wait_ms_per_step, 100 * r->comm_wait_share);
-        printf("memory: AdamW moments %.3f MiB per rank (%s)\n", r->optim_bytes / 1048576.0,
-               p->c->t.zero ? "ZeRO-1: this rank's shard" : "whole, on every rank");
     }
+    const char *ost = p->c->t.optim_state ? p->c->t.optim_state : "fp32";
+    if (r->world > 1 || strcmp(ost, "fp32") != 0)
+        printf("memory: optimizer state %.3f MiB per rank (%s moments in %s%s; %s)\n", r->optim_bytes / 1048576.0,
+               p->c->t.optimizer ? p->c->t.optimizer : "adamw", ost,
+               strcmp(ost, "int8") == 0 ? " with an fp32 scale per block of 2048" : "",
+               p->c->t.zero && r->world > 1 ? "ZeRO-1: this rank's shard" : "whole, on every rank");
     double p50, p95, jitter;
     gptc_spread(p->all_ms, p->nms, &p50, &p95, &jitter);
     free(p->all_ms);

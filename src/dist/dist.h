@@ -51,6 +51,8 @@ gptc_status gptc_dist_bcast(void *buf, size_t bytes, int root);
 /* The shards of an arena: rank r owns floats [bounds[r], bounds[r+1]) of a (bounds[world]) arena. */
 /* root's all (bounds[world] floats) = every rank's mine (its shard, bounds[r+1]-bounds[r] floats). */
 gptc_status gptc_dist_gather_shards(const float *mine, float *all, const size_t *bounds, int root);
+/* The same for elements of elem bytes (the compact optimizer states: 2-byte bf16, 1-byte int8 codes). */
+gptc_status gptc_dist_gather_shards_elem(const void *mine, void *all, const size_t *bounds, size_t elem, int root);
 /* arena (bounds[world] floats): every rank's shard [bounds[r], bounds[r+1]) copied to every rank. */
 gptc_status gptc_dist_allgather_shards(float *arena, const size_t *bounds);
 

@@ -159,6 +159,26 @@ gptc_status gptc_dist_gather_shards(const float *mine, float *all, const size_t 
     return GPTC_OK;
 }
 
+gptc_status gptc_dist_gather_shards_elem(const void *mine, void *all, const size_t *bounds, size_t elem, int root) {
+    if (elem == sizeof(float)) return gptc_dist_gather_shards(mine, all, bounds, root);
+    if (g_world == 1) {
+        memmove(all, mine, elem * bounds[1]);
+        return GPTC_OK;
+    }
+    int *counts, *displs;
+    gptc_status st = shard_counts(bounds, &counts, &displs);
+    if (st) return st;
+    MPI_Datatype type; /* one element: counts and displacements stay in elements */
+    MPI_Type_contiguous(as_int(elem), MPI_BYTE, &type);
+    MPI_Type_commit(&type);
+    gptc_dist_wait_begin("MPI_Gatherv");
+    MPI_Gatherv(mine, counts[g_rank], type, all, counts, displs, type, root, MPI_COMM_WORLD);
+    gptc_dist_wait_end();
+    MPI_Type_free(&type);
+    free(counts);
+    return GPTC_OK;
+}
+
 gptc_status gptc_dist_allgather_shards(float *arena, const size_t *bounds) {
     if (g_world == 1) return GPTC_OK;
     int *counts, *displs;

@@ -33,6 +33,11 @@ gptc_status gptc_dist_gather_shards(const float *mine, float *all, const size_t 
     return GPTC_OK;
 }
 
+gptc_status gptc_dist_gather_shards_elem(const void *mine, void *all, const size_t *bounds, size_t elem, int root) {
+    memmove(all, mine, elem * bounds[1]);
+    return GPTC_OK;
+}
+
 gptc_status gptc_dist_allgather_shards(float *arena, const size_t *bounds) { return GPTC_OK; }
 
 gptc_status gptc_comm_iallreduce_f(float *x, size_t n, gptc_comm_req *r) {

@@ -171,6 +171,17 @@ typedef struct gptc_kernels {
     void (*gemm_bf16_in16)(int transA, int transB, int M, int N, int K, const void *A, int lda, const void *B,
                            int ldb, int in16, float beta, const float *bias, float *C, int ldc);
 
+    /* Compact optimizer state (--optim-state bf16|int8; the shared arithmetic and the maps: kernels/ostate.h).
+     * bf16: out (n) = in (n) widened (exact); store: out (n) = in (n) rounded to bf16 stochastically, element
+     * i with gptc_ostate_sr_bits(key, index + i) (index: element 0's absolute arena index), so the bits do
+     * not depend on how the arena is cut. int8, one block of n <= GPTC_OSTATE_BLOCK values: load: out (n) =
+     * code[in[i]] * absmax; store: *absmax = max |in|, out[i] = the index of the code nearest to in[i] /
+     * absmax (ties to the lower). is_signed picks the signed map (first moments) or the unsigned one. */
+    void (*ostate_bf16_load)(float *out, const uint16_t *in, size_t n);
+    void (*ostate_bf16_store)(uint16_t *out, const float *in, size_t n, uint64_t key, uint64_t index);
+    void (*ostate_q8_load)(float *out, const uint8_t *in, size_t n, float absmax, int is_signed);
+    void (*ostate_q8_store)(uint8_t *out, float *absmax, const float *in, size_t n, int is_signed);
+
     /* Not operators: the per-thread scratch (bytes as gptc_alloc counts them) the flash entries above
      * grow to over a forward and a backward at (T, HS), for the planner; set with them. */
     size_t (*flash_scratch)(int T, int HS);

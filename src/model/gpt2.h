@@ -174,6 +174,9 @@ void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi);
 
 /* Floats of the parameter arena (m->num_floats) for cfg, planned without allocating. */
 size_t gptc_model_arena_floats(const gptc_model_config *cfg);
+/* The tensor table gptc_model_init would make for cfg (names, shapes, offsets) into out, without
+ * allocating the arena; returns the count (out NULL: only the count). For the planner. */
+int gptc_model_tensor_table(const gptc_model_config *cfg, gptc_tensor_desc *out);
 /* Plans and allocates the parameter arena (zeroed). */
 gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg);
 void gptc_model_free(gptc_model *m);

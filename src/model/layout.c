@@ -56,6 +56,14 @@ static void plan_params(gptc_model *m, const gptc_model_config *cfg, gptc_plan *
     add_tensor(m, plan, "ln_f.bias", C, 0, C);
 }
 
+int gptc_model_tensor_table(const gptc_model_config *cfg, gptc_tensor_desc *out) {
+    if (!out) return cfg->layers * GPTC_LAYER_TENSORS + 4;
+    gptc_model m = {.tensors = out};
+    gptc_plan plan = {0};
+    plan_params(&m, cfg, &plan, NULL);
+    return m.ntensors;
+}
+
 size_t gptc_model_arena_floats(const gptc_model_config *cfg) {
     gptc_plan plan = {0};
     plan_params(NULL, cfg, &plan, NULL);

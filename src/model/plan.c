@@ -3,6 +3,7 @@
  * (gptc_gemm_scratch, the table's flash_scratch entries), so the plan cannot drift from the allocations. */
 #include "model/plan.h"
 #include "optim/optimizer.h"
+#include "dist/dist.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -91,6 +92,9 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
                            &mb);
     size_t n = gptc_model_arena_floats(&r->model);
     size_t share = r->zero ? (n + (size_t)r->ranks - 1) / (size_t)r->ranks : n;
+    gptc_ostate_type otype = GPTC_OSTATE_FP32;
+    if (r->optim_state && !gptc_ostate_parse(r->optim_state, &otype))
+        return gptc_fail(GPTC_ERR_ARG, "'optim_state' %s: unknown (expected one of " GPTC_OSTATE_NAMES ")", r->optim_state);
     size_t batch_copy = gptc_alloc_block_bytes(sizeof(int) * (size_t)r->batch * r->seq);
 
     size_t *buf = calloc(4 * (size_t)threads, sizeof(size_t));
@@ -107,6 +111,31 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     for (int t = 0; t < threads; t++) work += g.a[t] + g.b[t] + flash;
     free(buf);
 
+    const gptc_optimizer_kind *opt = r->optimizer ? gptc_optimizer_find(r->optimizer) : gptc_optimizers[0];
+    if (!opt) return gptc_fail(GPTC_ERR_ARG, "'optimizer' %s: unknown (expected one of %s)", r->optimizer, gptc_optimizer_names());
+    if (otype == GPTC_OSTATE_FP32) {
+        out->optim = gptc_optimizer_state_bytes(opt, share);
+    } else { /* the trainer's bounds and allocation (trainer_open.c): each rank its own shard; the largest */
+        int nt = gptc_model_tensor_table(&r->model, NULL), ranks = r->zero ? r->ranks : 1;
+        gptc_tensor_desc *td = malloc(sizeof *td * (size_t)nt);
+        size_t *bounds = malloc(sizeof(size_t) * ((size_t)ranks + 1));
+        if (!td || !bounds) {
+            free(td);
+            free(bounds);
+            return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+        }
+        gptc_model_tensor_table(&r->model, td);
+        gptc_dist_shards(n, ranks, bounds);
+        share = gptc_ostate_snap_bounds(td, nt, otype, ranks, bounds);
+        out->optim = 0;
+        for (int q = 0; q < ranks; q++) {
+            size_t blocks = gptc_ostate_block_of(td, nt, bounds[q + 1]) - gptc_ostate_block_of(td, nt, bounds[q]);
+            size_t b = gptc_ostate_bytes(opt, otype, bounds[q + 1] - bounds[q], blocks);
+            out->optim = b > out->optim ? b : out->optim;
+        }
+        free(td);
+        free(bounds);
+    }
     out->params = mb.params;
     out->weights16 = mb.weights16;
     /* ZeRO-1 on many ranks also receives its shard of the reduced gradients (src/dist/dist.h) */
@@ -114,9 +143,6 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     /* --fused-update: the compact arena (the embeddings', one layer slot, ln_f's) instead of the whole one */
     if (r->fused_update)
         out->grads = gptc_backend_cpu_memory()->block_bytes(gptc_model_fused_grad_floats(&r->model) * sizeof(float));
-    const gptc_optimizer_kind *opt = r->optimizer ? gptc_optimizer_find(r->optimizer) : gptc_optimizers[0];
-    if (!opt) return gptc_fail(GPTC_ERR_ARG, "'optimizer' %s: unknown (expected one of %s)", r->optimizer, gptc_optimizer_names());
-    out->optim = gptc_optimizer_state_bytes(opt, share);
     out->acts = mb.acts + 2 * batch_copy; /* the trainer's own (B,T) inputs and targets */
     out->workspace = work;
     out->total = out->params + out->weights16 + out->grads + out->optim + out->acts + out->workspace;

@@ -18,6 +18,7 @@ typedef struct gptc_mem_request {
     int zero;                 /* 1: ZeRO-1, the optimizer state split over the ranks; 0: replicated */
     const char *optimizer;    /* its name in the registry (optim/optimizer.h; NULL: the default) */
     bool fused_update;        /* --fused-update: gradients of the embeddings, ln_f and one layer slot only */
+    const char *optim_state;  /* how its state is stored: "fp32" (NULL: the default), "bf16", "int8" */
 } gptc_mem_request;
 
 /* Bytes per rank, as gptc_alloc counts them (gptc_alloc_stats). */
@@ -26,8 +27,9 @@ typedef struct gptc_mem_plan {
     size_t weights16; /* O2 (--dtype bf16): the bf16 working copy of the weights the products read; else 0 */
     size_t grads;     /* the gradient arena; with zero=1 on many ranks plus the rank's reduced gradient shard;
                        * with fused_update the compact arena (gpt2.h cgrads) alone */
-    size_t optim;     /* the optimizer's state buffers (gptc_optimizer_state_bytes): the whole arena each, or
-                       * with zero=1 a share of ceil(n / ranks) floats */
+    size_t optim;     /* the optimizer's state buffers (gptc_ostate_bytes): the whole arena each, or with
+                       * zero=1 the largest rank's shard (gptc_dist_shards, for int8 snapped to whole blocks),
+                       * in the state's type (4, 2 or 1 byte per element; int8 plus an fp32 scale per block) */
     size_t acts;      /* activation and activation-gradient arenas, their views, the batch copies (model and trainer) */
     size_t workspace; /* kernel scratch: each thread's GEMM packing buffers and flash-attention tiles (kept
                        * once grown), plus the largest scratch a single call allocates and frees */

@@ -47,12 +47,32 @@ static gptc_status lion_check(const gptc_train_options *o) {
     return GPTC_OK;
 }
 
-/* Arena floats [lo, hi): g and state[0] (the momentum) hold that range, element j being parameter
- * lo + j's; m->params the whole arena. One kernel call per tensor piece inside the range, wd on the
- * tensors marked decay and 0 on the others; padding between tensors is skipped. */
-static void lion_update(const gptc_model *m, const gptc_train_options *o, const float *g, float *const *state,
+/* the step's values for a compact state's blocks */
+typedef struct {
+    float lr, b1, b2, grad_scale;
+} lion_ctx;
+
+/* one block: the kernel on the widened momentum st[0] */
+static void lion_block(void *ctx, float *p, const float *g, float *const *st, size_t n, float wd) {
+    const lion_ctx *c = ctx;
+    lion_kernel(p, g, st[0], n, c->lr, c->b1, c->b2, wd, c->grad_scale);
+}
+
+/* Arena floats [lo, hi): g holds that range (g[0] parameter lo's), state->buf[0] the momentum of
+ * [state->lo, state->hi) ⊇ [lo, hi); m->params the whole arena. fp32: one kernel call per tensor piece
+ * inside the range, wd on the tensors marked decay and 0 on the others; padding between tensors is
+ * skipped. A compact state: the same kernel block by block (gptc_ostate_update). */
+static void lion_update(const gptc_model *m, const gptc_train_options *o, const float *g, const gptc_ostate *state,
                         size_t lo, size_t hi, float lr, float wd, float grad_scale, int t) {
-    float *mom = state[0];
+    if (state->type != GPTC_OSTATE_FP32) {
+        lion_ctx c = {lr, o->beta1, o->beta2, grad_scale};
+        gptc_be_optim_begin(&m->be, "lion");
+        size_t n = gptc_ostate_update(m, state, g, lo, hi, wd, o->seed, t, lion_block, &c);
+        size_t el = gptc_ostate_elem(state->type);
+        gptc_be_optim_end(&m->be, (state->type == GPTC_OSTATE_INT8 ? 17.0 : 13.0) * n, (12.0 + 2.0 * el) * n);
+        return;
+    }
+    float *mom = (float *)state->buf[0] + (lo - state->lo);
     gptc_be_optim_begin(&m->be, "lion");
     size_t n = 0; /* parameters updated */
     for (int i = 0; i < m->ntensors; i++) {

@@ -2,6 +2,7 @@
 #include "train/checkpoint.h"
 #include "io/io.h"
 #include "train/weights.h"
+#include "kernels/ostate.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -85,16 +86,36 @@ static gptc_status meta_int(const gptc_st_file *f, const char *key, int *out) {
 
 /* ---- saving */
 
-/* tensors of the model (prefix "") or of a moment buffer (prefix "exp_avg." ...) as entries */
-static void fill_entries(const gptc_model *m, const float *base, const char *prefix, char (*names)[64],
-                         gptc_st_entry *e) {
+/* tensors of the model (prefix "", F32) or of a state buffer (prefix "exp_avg." ..., dtype F32, BF16 or U8)
+ * as entries: base is the buffer of the whole arena, elem bytes per element */
+static void fill_entries(const gptc_model *m, const void *base, gptc_dtype dtype, size_t elem, const char *prefix,
+                         char (*names)[64], gptc_st_entry *e) {
     for (int i = 0; i < m->ntensors; i++) {
         const gptc_tensor_desc *d = &m->tensors[i];
         snprintf(names[i], 64, "%s%s", prefix, d->name);
-        e[i] = (gptc_st_entry){.name = names[i], .dtype = GPTC_F32, .ndim = d->ndim, .data = base + d->offset};
+        e[i] = (gptc_st_entry){.name = names[i], .dtype = dtype, .ndim = d->ndim,
+                               .data = (const char *)base + d->offset * elem};
         e[i].shape[0] = d->shape[0];
         e[i].shape[1] = d->shape[1];
     }
+}
+
+/* an int8 state's scales (absmax of the whole arena's blocks) as one F32 entry per tensor, [its blocks] */
+static void fill_scales(const gptc_model *m, const float *absmax, const char *prefix, char (*names)[64],
+                        gptc_st_entry *e) {
+    for (int i = 0; i < m->ntensors; i++) {
+        const gptc_tensor_desc *d = &m->tensors[i];
+        snprintf(names[i], 64, "%s%s", prefix, d->name);
+        size_t first = gptc_ostate_block_of(m->tensors, m->ntensors, d->offset);
+        e[i] = (gptc_st_entry){.name = names[i], .dtype = GPTC_F32, .ndim = 1,
+                               .shape = {(int64_t)((d->numel + GPTC_OSTATE_BLOCK - 1) / GPTC_OSTATE_BLOCK)},
+                               .data = absmax + first};
+    }
+}
+
+/* the safetensors dtype of a state type */
+static gptc_dtype state_dtype(gptc_ostate_type t) {
+    return t == GPTC_OSTATE_FP32 ? GPTC_F32 : t == GPTC_OSTATE_BF16 ? GPTC_BF16 : GPTC_U8;
 }
 
 static int is_step_name(const char *name, long *step) {
@@ -161,7 +182,8 @@ static void remove_stale(const char *dir) {
 }
 
 /* The trainer state and the keyed options of train/hparams.def as metadata. */
-static void meta_state(meta_list *ol, const gptc_model *m, const gptc_optimizer_kind *opt, const gptc_trainer_state *s) {
+static void meta_state(meta_list *ol, const gptc_model *m, const gptc_optimizer_kind *opt, gptc_ostate_type type,
+                       const gptc_trainer_state *s) {
     meta_config(ol, &m->cfg, s->tokenizer);
     meta_add(ol, "gptc.step", "%d", s->step);
     meta_add(ol, "gptc.rng", "%" PRIu64, s->rng);
@@ -172,6 +194,7 @@ static void meta_state(meta_list *ol, const gptc_model *m, const gptc_optimizer_
         char v[GPTC_HPARAM_SPEC_MAX];
         gptc_hp_format(&s->hp, k, v, sizeof v);
         if (k == GPTC_HP_optimizer) snprintf(v, sizeof v, "%s", opt->name); /* the state's, whatever the options say */
+        if (k == GPTC_HP_optim_state) snprintf(v, sizeof v, "%s", gptc_ostate_name(type));
         meta_add(ol, gptc_hps[k].ckpt_key, "%s", v);
     }
     meta_add(ol, "gptc.lr_scale", "%.9g", s->lr_scale > 0 ? s->lr_scale : 1); /* 0: never set */
@@ -183,7 +206,7 @@ static void meta_state(meta_list *ol, const gptc_model *m, const gptc_optimizer_
     meta_add(ol, "gptc.override.weight_decay", "%.9g", s->ov_weight_decay);
 }
 
-gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_optimizer_kind *opt, const float *const *state,
+gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_optimizer_kind *opt, const gptc_ostate *state,
                            const gptc_trainer_state *s, int keep, char *written, size_t cap) {
     char tmp[4096], final[4096], path[4096];
     gptc_status st = gptc_mkdir_p(dir);
@@ -195,8 +218,10 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_opti
     if ((st = gptc_mkdir_p(tmp))) return st;
 
     int n = m->ntensors, nb = opt ? opt->nstates : 0;
-    char(*names)[64] = malloc(sizeof *names * n * (nb ? nb : 1));
-    gptc_st_entry *e = malloc(sizeof *e * (n * (nb ? nb : 1) + 1));
+    bool q8 = state && state->type == GPTC_OSTATE_INT8;
+    int nbuf = nb * (q8 ? 2 : 1); /* tensors per state buffer: the values, and for int8 the scales */
+    char(*names)[64] = malloc(sizeof *names * n * (nbuf ? nbuf : 1));
+    gptc_st_entry *e = malloc(sizeof *e * (n * (nbuf ? nbuf : 1) + 1));
     meta_list *ol = calloc(1, sizeof *ol);
     if (!names || !e || !ol) {
         st = gptc_fail(GPTC_ERR_NOMEM, "%s: out of memory", final);
@@ -204,13 +229,19 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_opti
     }
     if ((st = gptc_weights_write_hf(tmp, m, s->tokenizer, GPTC_F32, false))) goto done;
     if (opt && state) {
-        meta_state(ol, m, opt, s);
+        GPTC_ASSERT(state->lo == 0 && state->hi == m->num_floats);
+        meta_state(ol, m, opt, state->type, s);
         char prefix[64];
         for (int b = 0; b < nb; b++) {
             snprintf(prefix, sizeof prefix, "%s.", opt->state_names[b]);
-            fill_entries(m, state[b], prefix, names + b * n, e + b * n);
+            fill_entries(m, state->buf[b], state_dtype(state->type), gptc_ostate_elem(state->type), prefix, names + b * n,
+                         e + b * n);
+            if (q8) {
+                snprintf(prefix, sizeof prefix, "%s.absmax.", opt->state_names[b]);
+                fill_scales(m, state->absmax[b], prefix, names + (nb + b) * n, e + (nb + b) * n);
+            }
         }
-        int ne = nb * n;
+        int ne = nbuf * n;
         if (s->guard && s->guard_len) /* the step guard's window: one more tensor */
             e[ne++] = (gptc_st_entry){.name = GUARD_TENSOR, .dtype = GPTC_F32, .ndim = 1, .shape = {(int64_t)s->guard_len},
                                       .data = s->guard};
@@ -381,39 +412,50 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
     return st;
 }
 
-/* copies the part inside floats [lo, hi) of the arena of every tensor of m from f (names with
- * prefix) into base (base[0] is float lo), checking dtype and shape */
-static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, const char *prefix, float *base, size_t lo,
-                                size_t hi) {
+/* copies the part inside elements [lo, hi) of the arena of every tensor of m from f (names with prefix,
+ * dtype dt of elem bytes) into base (element 0 is element lo), checking dtype and shape. scales: the int8
+ * scales instead (F32, one per block of each tensor) into base (element 0 the scale of block blk_lo). */
+static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, const char *prefix, gptc_dtype dt,
+                                size_t elem, bool scales, void *base, size_t lo, size_t hi, size_t blk_lo) {
     for (int i = 0; i < m->ntensors; i++) {
         const gptc_tensor_desc *d = &m->tensors[i];
         char name[96];
         snprintf(name, sizeof name, "%s%s", prefix, d->name);
         const gptc_st_tensor *t = gptc_st_find(f, name);
         if (!t) return gptc_fail(GPTC_ERR_FORMAT, "%s: tensor %s missing; not a checkpoint of this model", f->path, name);
-        bool same = t->dtype == GPTC_F32 && t->ndim == d->ndim && t->shape[0] == d->shape[0] &&
-                    (d->ndim == 1 || t->shape[1] == d->shape[1]);
+        int64_t nblk = (int64_t)((d->numel + GPTC_OSTATE_BLOCK - 1) / GPTC_OSTATE_BLOCK);
+        bool same = scales ? t->dtype == GPTC_F32 && t->ndim == 1 && t->shape[0] == nblk
+                           : t->dtype == dt && t->ndim == d->ndim && t->shape[0] == d->shape[0] &&
+                                 (d->ndim == 1 || t->shape[1] == d->shape[1]);
         if (!same) {
             char have[160], need[64];
             size_t k = (size_t)snprintf(have, sizeof have, "%s [", gptc_dtype_name(t->dtype));
             for (int j = 0; j < t->ndim && k < sizeof have; j++)
                 k += (size_t)snprintf(have + k, sizeof have - k, "%s%" PRId64, j ? ", " : "", t->shape[j]);
             if (k < sizeof have) snprintf(have + k, sizeof have - k, "]");
-            if (d->ndim > 1) snprintf(need, sizeof need, "F32 [%" PRId64 ", %" PRId64 "]", d->shape[0], d->shape[1]);
-            else snprintf(need, sizeof need, "F32 [%" PRId64 "]", d->shape[0]);
+            if (scales) snprintf(need, sizeof need, "F32 [%" PRId64 "]", nblk);
+            else if (d->ndim > 1)
+                snprintf(need, sizeof need, "%s [%" PRId64 ", %" PRId64 "]", gptc_dtype_name(dt), d->shape[0], d->shape[1]);
+            else snprintf(need, sizeof need, "%s [%" PRId64 "]", gptc_dtype_name(dt), d->shape[0]);
             return gptc_fail(GPTC_ERR_STATE, "%s: tensor %s is %s, the model needs %s; not a checkpoint of this model",
                              f->path, name, have, need);
         }
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
-        if (a < b) memcpy(base + (a - lo), (const float *)t->data + (a - d->offset), (b - a) * sizeof(float));
+        if (a < b && scales) { /* the blocks of the piece [a, b): whole ones (the range does not cut a block) */
+            size_t j0 = (a - d->offset) / GPTC_OSTATE_BLOCK, j1 = (b - d->offset + GPTC_OSTATE_BLOCK - 1) / GPTC_OSTATE_BLOCK;
+            size_t first = gptc_ostate_block_of(m->tensors, m->ntensors, d->offset);
+            memcpy((float *)base + (first + j0 - blk_lo), (const float *)t->data + j0, (j1 - j0) * sizeof(float));
+        } else if (a < b) {
+            memcpy((char *)base + (a - lo) * elem, (const char *)t->data + (a - d->offset) * elem, (b - a) * elem);
+        }
         gptc_st_release(f, t); /* copied: its pages need not stay resident */
     }
     return GPTC_OK;
 }
 
-gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, const gptc_optimizer_kind *opt, float *const *state,
+gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, const gptc_optimizer_kind *opt, gptc_ostate *state,
                            gptc_trainer_state *s) {
-    return gptc_ckpt_load_range(step_dir, m, opt, state, 0, m->num_floats, s);
+    return gptc_ckpt_load_range(step_dir, m, opt, state, s);
 }
 
 /* The keyed options of train/hparams.def from the metadata: REQ keys must be there, OPT keys take
@@ -460,7 +502,7 @@ static gptc_status load_position(const gptc_st_file *f, gptc_trainer_state *s) {
 }
 
 gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, const gptc_optimizer_kind *opt,
-                                 float *const *state, size_t lo, size_t hi, gptc_trainer_state *s) {
+                                 gptc_ostate *state, gptc_trainer_state *s) {
     char path[4096];
     gptc_weights_info info;
     gptc_status st = gptc_weights_probe(step_dir, &info);
@@ -485,11 +527,22 @@ gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, const gptc
                        "use 'optimizer' %s or another 'ckpt_dir' folder", step_dir, was, opt->name, was);
         goto done;
     }
+    const char *had = s->hp.text[GPTC_HP_optim_state], *want = gptc_ostate_name(state->type);
+    if (strcmp(had, want) != 0) {
+        st = gptc_fail(GPTC_ERR_STATE, "%s: holds optimizer state in %s, but this run asks for 'optim_state' %s; use "
+                       "'optim_state' %s or another 'ckpt_dir' folder", step_dir, had, want, had);
+        goto done;
+    }
     char prefix[64];
+    size_t lo = state->lo, hi = state->hi, elem = gptc_ostate_elem(state->type);
     for (int b = 0; b < opt->nstates; b++) {
-        memset(state[b], 0, (hi - lo) * sizeof(float));
+        memset(state->buf[b], 0, (hi - lo) * elem);
         snprintf(prefix, sizeof prefix, "%s.", opt->state_names[b]);
-        if ((st = load_tensors(&f, m, prefix, state[b], lo, hi))) goto done;
+        if ((st = load_tensors(&f, m, prefix, state_dtype(state->type), elem, false, state->buf[b], lo, hi, 0))) goto done;
+        if (state->type == GPTC_OSTATE_INT8) {
+            snprintf(prefix, sizeof prefix, "%s.absmax.", opt->state_names[b]);
+            if ((st = load_tensors(&f, m, prefix, GPTC_F32, 4, true, state->absmax[b], lo, hi, state->blk_lo))) goto done;
+        }
     }
     s->guard = guard;
     const gptc_st_tensor *gt = gptc_st_find(&f, GUARD_TENSOR);

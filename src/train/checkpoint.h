@@ -3,7 +3,9 @@
  *   DIR/step-00000100/config.json         HF-style GPT-2 config, so the folder loads elsewhere
  *                                         (activation_function names the GELU form)
  *   DIR/step-00000100/optim.safetensors   the optimizer's state buffers ("<state_names[s]>.<name>":
- *                                         AdamW's "exp_avg.", "exp_avg_sq."), the trainer state and
+ *                                         AdamW's "exp_avg.", "exp_avg_sq."; F32, or with --optim-state
+ *                                         BF16, or U8 plus "<state_names[s]>.absmax.<name>" F32 [blocks]
+ *                                         for int8; the type under gptc.optim_state), the trainer state and
  *                                         the options of train/hparams.def that have a key (the
  *                                         optimizer's name under gptc.optimizer) in its metadata
  * A checkpoint is written into DIR/.tmp-step-N-PID, every file fsync'd, then renamed into place and
@@ -35,9 +37,10 @@ typedef struct gptc_trainer_state {
 } gptc_trainer_state;
 
 /* Writes DIR/step-<step> atomically, then removes all but the newest `keep` step folders.
- * opt NULL: a weights-only checkpoint; else state[s] (num_floats each) are opt's state buffers.
+ * opt NULL: a weights-only checkpoint; else state holds opt's state buffers of the whole arena (lo 0,
+ * hi num_floats), stored in their own type.
  * *written (may be NULL) gets the folder path. */
-gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_optimizer_kind *opt, const float *const *state,
+gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_optimizer_kind *opt, const gptc_ostate *state,
                            const gptc_trainer_state *s, int keep, char *written, size_t cap);
 
 /* Finds the newest step folder in dir whose model file opens and verifies; older valid ones are
@@ -54,12 +57,13 @@ gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, 
 /* Loads the weights into m (initialised with the same config; a different shape or GELU form is
  * refused naming both) and, when opt/state/s are non-NULL, opt's state buffers and the trainer
  * state (which only a gptc checkpoint has: weights from elsewhere are refused there, pointing to
- * 'init'; a checkpoint of another optimizer is refused, naming both). */
-gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, const gptc_optimizer_kind *opt, float *const *state,
+ * 'init'; a checkpoint of another optimizer, or of another state type ('optim_state'), is refused, naming
+ * both). state's buffers (allocated, in the run's type) are filled bit for bit. */
+gptc_status gptc_ckpt_load(const char *step_dir, gptc_model *m, const gptc_optimizer_kind *opt, gptc_ostate *state,
                            gptc_trainer_state *s);
-/* The same, but the state buffers hold only floats [lo, hi) of the arena (a ZeRO-1 shard; state[s][0]
- * is float lo): each tensor's piece inside the range is loaded, the rest of the file is skipped. */
+/* The same, loading only the state's range [state->lo, state->hi) of the arena (a ZeRO-1 shard, which for
+ * int8 does not cut a block): each tensor's piece inside it is loaded, the rest of the file is skipped. */
 gptc_status gptc_ckpt_load_range(const char *step_dir, gptc_model *m, const gptc_optimizer_kind *opt,
-                                 float *const *state, size_t lo, size_t hi, gptc_trainer_state *s);
+                                 gptc_ostate *state, gptc_trainer_state *s);
 
 #endif

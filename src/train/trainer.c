@@ -40,7 +40,7 @@ void trainer_free(trainer *t) {
     free(t->guard_buf);
     gptc_model_free(&t->model);
     gptc_op_plugins_free(t->plugins);
-    for (int b = 0; b < GPTC_OPTIM_MAX_STATES; b++) gptc_free(t->ostate[b]);
+    gptc_ostate_free(&t->ostate);
     gptc_loader_close(&t->train);
     gptc_loader_close(&t->val);
     gptc_free(t->inputs);

@@ -53,23 +53,27 @@ static const char *sample_now(trainer *t) {
 }
 
 /* Every rank calls it: rank 0 writes the checkpoint (with ZeRO-1 on many ranks, after gathering
- * every rank's moment shards into whole buffers, so the file is the one a single rank writes);
- * returns the agreed status. */
+ * every rank's state shards — elements in the state's type, and for int8 the blocks' scales — into whole
+ * buffers, so the file is the one a single rank writes); returns the agreed status. */
 static gptc_status save(trainer *t, char *written, size_t cap) {
     gptc_status st = GPTC_OK;
     gptc_prof_begin(GPTC_PROF_PHASE, "checkpoint", -1);
-    const float *state[GPTC_OPTIM_MAX_STATES];
-    float *whole = NULL;
-    size_t n = t->model.num_floats;
-    int ns = t->opt->nstates;
-    for (int b = 0; b < ns; b++) state[b] = t->ostate[b];
-    if (t->gshard) {
-        if (t->rank == 0 && !(whole = gptc_alloc(ns * n * sizeof(float), "checkpoint optimizer state"))) st = GPTC_ERR_NOMEM;
+    gptc_ostate whole = {0}, state = t->ostate;
+    size_t *bblk = NULL; /* [world+1] the shards' first blocks (int8) */
+    if (t->bounds && t->world > 1) { /* ZeRO-1 on many ranks (with or without the fused update) */
+        const gptc_model *m = &t->model;
+        if (t->rank == 0) st = gptc_ostate_alloc(&whole, t->opt, t->ostate.type, m, 0, m->num_floats);
+        if (!st && !(bblk = malloc(sizeof(size_t) * (t->world + 1)))) st = gptc_fail(GPTC_ERR_NOMEM, "out of memory");
         if ((st = gptc_dist_agree(st))) goto done;
-        for (int b = 0; b < ns; b++) {
-            if ((st = gptc_dist_gather_shards(t->ostate[b], whole ? whole + b * n : NULL, t->bounds, 0))) goto done;
-            state[b] = whole ? whole + b * n : NULL;
+        for (int r = 0; r <= t->world; r++) bblk[r] = gptc_ostate_block_of(m->tensors, m->ntensors, t->bounds[r]);
+        size_t elem = gptc_ostate_elem(t->ostate.type);
+        for (int b = 0; b < t->opt->nstates; b++) {
+            if ((st = gptc_dist_gather_shards_elem(t->ostate.buf[b], whole.buf[b], t->bounds, elem, 0))) goto done;
+            if (t->ostate.type == GPTC_OSTATE_INT8 &&
+                (st = gptc_dist_gather_shards(t->ostate.absmax[b], whole.absmax[b], bblk, 0)))
+                goto done;
         }
+        state = whole;
     }
     if (t->rank == 0) {
         gptc_loader_pos pos = gptc_loader_tell(&t->train);
@@ -82,10 +86,11 @@ static gptc_status save(trainer *t, char *written, size_t cap) {
         t->state.guard = t->guard_buf;
         t->state.guard_len = gptc_guard_packed_len(&t->guard);
         gptc_guard_pack(&t->guard, t->guard_buf);
-        st = gptc_ckpt_save(t->o->ckpt_dir, &t->model, t->opt, state, &t->state, t->o->keep, written, cap);
+        st = gptc_ckpt_save(t->o->ckpt_dir, &t->model, t->opt, &state, &t->state, t->o->keep, written, cap);
     }
 done:
-    gptc_free(whole);
+    gptc_ostate_free(&whole);
+    free(bblk);
     gptc_prof_end(0, 0);
     return gptc_dist_agree(st);
 }

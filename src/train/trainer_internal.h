@@ -42,7 +42,7 @@ typedef struct trainer {
     const gptc_train_options *o;
     gptc_model model;
     const gptc_optimizer_kind *opt; /* optim/optimizer.h */
-    float *ostate[GPTC_OPTIM_MAX_STATES]; /* its state buffers, each of arena floats [lo, hi) */
+    gptc_ostate ostate;    /* its state buffers, of arena elements [lo, hi), in the type of 'optim_state' */
     int rank, world;
     size_t lo, hi;         /* the floats this rank updates: all, or with ZeRO-1 its shard */
     size_t *bounds;        /* [world+1] ZeRO-1 shard bounds (NULL without ZeRO-1) */

@@ -31,6 +31,9 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
         return gptc_fail(GPTC_ERR_ARG, "'optimizer' %s: unknown (expected one of %s)", o->optimizer ? o->optimizer : "(null)",
                          gptc_optimizer_names());
     if ((st = opt->check(o))) return st;
+    gptc_ostate_type ot;
+    if (o->optim_state && !gptc_ostate_parse(o->optim_state, &ot))
+        return gptc_fail(GPTC_ERR_ARG, "'optim_state' %s: unknown (expected one of " GPTC_OSTATE_NAMES ")", o->optim_state);
     if (o->seq > o->model.context)
         return gptc_fail(GPTC_ERR_ARG, "'seq' %d: longer than the model's context %d; use 'seq' <= %d or a larger 'model.context'",
                          o->seq, o->model.context, o->model.context);
@@ -171,6 +174,7 @@ static gptc_status check_memory(const trainer *t, const gptc_train_options *o) {
     req.zero = o->zero;
     req.optimizer = o->optimizer;
     req.fused_update = o->fused_update;
+    req.optim_state = o->optim_state;
     gptc_mem_plan plan;
     gptc_status st = gptc_mem_plan_make(&req, &plan);
     if (st) return st;
@@ -232,16 +236,20 @@ static gptc_status open_model(trainer *t, const gptc_train_options *o) {
     return GPTC_OK;
 }
 
-/* The optimizer's state buffers for this rank's range of the arena (ZeRO-1: its shard), the batch
- * buffers and, on many ranks, the gradient reducer. */
+/* The optimizer's state buffers for this rank's range of the arena (ZeRO-1: its shard; for an int8 state
+ * the shard bounds are snapped so no block of 2048 is split between ranks), the batch buffers and, on
+ * many ranks, the gradient reducer. */
 static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
     gptc_model *m = &t->model;
     size_t n = m->num_floats, share = n;
+    gptc_ostate_type type = GPTC_OSTATE_FP32;
+    if (o->optim_state) gptc_ostate_parse(o->optim_state, &type); /* checked by check_options */
     t->lo = 0;
     t->hi = n;
     if (o->zero) {
         if (!(t->bounds = malloc(sizeof(size_t) * (t->world + 1)))) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
-        share = gptc_dist_shards(n, t->world, t->bounds);
+        gptc_dist_shards(n, t->world, t->bounds);
+        share = gptc_ostate_snap_bounds(m->tensors, m->ntensors, type, t->world, t->bounds);
         t->lo = t->bounds[t->rank];
         t->hi = t->bounds[t->rank + 1];
         /* (--fused-update exchanges each layer's slot whole: no gradient shard) */
@@ -249,9 +257,7 @@ static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
     }
     size_t live0, live1;
     gptc_alloc_stats(&live0, NULL);
-    bool allocated = true;
-    for (int b = 0; b < t->opt->nstates && allocated; b++)
-        allocated = (t->ostate[b] = gptc_alloc(share * sizeof(float), "optimizer state")) != NULL;
+    bool allocated = gptc_ostate_alloc(&t->ostate, t->opt, type, m, t->lo, t->hi) == GPTC_OK;
     gptc_alloc_stats(&live1, NULL);
     t->optim_bytes = live1 - live0; /* measured, to set beside the plan's figure */
     t->inputs = allocated ? gptc_alloc(sizeof(int) * o->batch * o->seq, "batch") : NULL;

@@ -41,7 +41,7 @@ gptc_status trainer_check_resume(const trainer *t, const gptc_train_options *o, 
  * the checkpoint's recorded state. */
 static gptc_status load_position(trainer *t, const char *dir, gptc_trainer_state *saved) {
     *saved = (gptc_trainer_state){.guard = t->guard_buf, .guard_len = gptc_guard_packed_len(&t->guard)};
-    gptc_status st = gptc_ckpt_load_range(dir, &t->model, t->opt, t->ostate, t->lo, t->hi, saved);
+    gptc_status st = gptc_ckpt_load_range(dir, &t->model, t->opt, &t->ostate, saved);
     if (st) return st;
     gptc_model_params_changed(&t->model, 0, t->model.num_floats);
     t->state.step = saved->step;

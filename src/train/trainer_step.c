@@ -152,7 +152,7 @@ static gptc_status update(trainer *t, const float *g, const step_outcome *s) {
     const gptc_train_options *o = t->o;
     if (s->skip) return GPTC_OK;
     float scale = gptc_clip_scale(s->norm, o->clip);
-    t->opt->update(&t->model, o, g, t->ostate, t->lo, t->hi, s->hv.lr, s->hv.weight_decay, scale, t->state.step + 1);
+    t->opt->update(&t->model, o, g, &t->ostate, t->lo, t->hi, s->hv.lr, s->hv.weight_decay, scale, t->state.step + 1);
     if (!o->zero) {
         gptc_model_params_changed(&t->model, t->lo, t->hi);
         return GPTC_OK;
@@ -178,13 +178,12 @@ static gptc_status update(trainer *t, const float *g, const step_outcome *s) {
  * rank updates only its shard's part of every range, and the parameters are all-gathered at the end. */
 
 /* The optimizer on arena floats [lo, hi) clipped to this rank's range, gradients g (g[0] parameter lo's);
- * the state buffers are indexed from t->lo. */
+ * the state (optim/optimizer.h gptc_ostate) covers the rank's range and takes any sub-range of whole
+ * tensors, or of ZeRO-1 shard pieces (whose bounds are snapped to int8 blocks). */
 static void update_range(trainer *t, const float *g, size_t lo, size_t hi, const step_values *hv, float scale) {
     size_t a = lo > t->lo ? lo : t->lo, b = hi < t->hi ? hi : t->hi;
     if (a >= b) return;
-    float *state[GPTC_OPTIM_MAX_STATES];
-    for (int i = 0; i < t->opt->nstates; i++) state[i] = t->ostate[i] + (a - t->lo);
-    t->opt->update(&t->model, t->o, g + (a - lo), state, a, b, hv->lr, hv->weight_decay, scale, t->state.step + 1);
+    t->opt->update(&t->model, t->o, g + (a - lo), &t->ostate, a, b, hv->lr, hv->weight_decay, scale, t->state.step + 1);
     gptc_model_params_changed(&t->model, a, b);
 }
 

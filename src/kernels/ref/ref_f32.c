@@ -4,6 +4,7 @@
 #include "kernels/attention.h"
 #include "kernels/dropout.h"
 #include "kernels/gelu.h"
+#include "kernels/ostate.h"
 
 #define REAL float
 #define FN(name) ref_f32_##name
@@ -161,6 +162,10 @@ static const gptc_kernels g_ref = {
     .heads_to_rows_bf16 = gptc_heads_to_rows_bf16,
     .to_bf16 = ref_to_bf16,
     .gemm_bf16_in16 = ref_bf16_gemm_in16,
+    .ostate_bf16_load = gptc_ostate_bf16_load_ref,
+    .ostate_bf16_store = gptc_ostate_bf16_store_ref,
+    .ostate_q8_load = gptc_ostate_q8_load_ref,
+    .ostate_q8_store = gptc_ostate_q8_store_ref,
     .flash_scratch = gptc_flash_scratch_ref,
     .flash_scratch_bf16 = gptc_flash_scratch_bf16_ref,
 };
