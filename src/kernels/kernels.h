@@ -171,6 +171,17 @@ typedef struct gptc_kernels {
     void (*gemm_bf16_in16)(int transA, int transB, int M, int N, int K, const void *A, int lda, const void *B,
                            int ldb, int in16, float beta, const float *bias, float *C, int ldc);
 
+    /* The small-M product of decoding, streaming W exactly once without packing it (gemm packs B on every
+     * call, a second pass over the weights): out (M,N) = x (M,K) @ op(W) [+ bias (N), or NULL]; x, out row
+     * strides ldx, ldo. transW 0: W stored (K,N), row stride ldw (a linear layer's weight, HF layout);
+     * transW 1: W stored (N,K) and op(W) = W^T (the tied classifier: logits (M,V) = x (M,C) @ wte^T, dot
+     * products along W's rows). w16 1: W holds bf16 values (uint16_t, ldw in elements), widened exactly;
+     * 0: floats. Each out element is a sum over k in a fixed order that depends on neither M, the other
+     * rows nor the thread count (threads split N), so a row of a batched call equals the same row alone,
+     * bit for bit. Meant for a decode step's few rows (M = the samples); any M is correct. */
+    void (*matvec)(int transW, int w16, int M, int N, int K, const float *x, int ldx, const void *W, int ldw,
+                   const float *bias, float *out, int ldo);
+
     /* Not operators: the per-thread scratch (bytes as gptc_alloc counts them) the flash entries above
      * grow to over a forward and a backward at (T, HS), for the planner; set with them. */
     size_t (*flash_scratch)(int T, int HS);
