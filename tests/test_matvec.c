@@ -128,3 +128,29 @@ TEST(matvec_rows_and_threads_bitwise) {
     omp_set_num_threads(saved);
     free(x), free(wf), free(wh), free(bias), free(all), free(one);
 }
+
+/* attention_decode (one query against a cache) at each level against the reference: ragged cache
+ * lengths and head sizes (HS not a multiple of the vector width), within float rounding */
+TEST(attention_decode_levels_match_reference) {
+    static const int Tcs[] = {1, 2, 7, 16, 17, 33, 100, 700};
+    static const int shapes[][2] = {{64, 4}, {36, 3}, {768, 12}, {40, 1}}; /* C, NH: HS 16, 12, 64, 40 */
+    const gptc_kernels *r = gptc_kernels_ref();
+    for (int l = 1; l < NLEVELS; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (size_t ti = 0; ti < sizeof Tcs / sizeof Tcs[0]; ti++) {
+                int C = shapes[si][0], NH = shapes[si][1], Tc = Tcs[ti];
+                float *q = malloc(sizeof(float) * C), *kc = malloc(sizeof(float) * (size_t)Tc * C);
+                float *vc = malloc(sizeof(float) * (size_t)Tc * C), *att = malloc(sizeof(float) * (size_t)NH * Tc);
+                float *o1 = malloc(sizeof(float) * C), *o2 = malloc(sizeof(float) * C);
+                for (int i = 0; i < C; i++) q[i] = 3 * frand();
+                for (size_t i = 0; i < (size_t)Tc * C; i++) kc[i] = frand(), vc[i] = frand();
+                r->attention_decode(o1, att, q, kc, vc, Tc, C, NH);
+                k->attention_decode(o2, att, q, kc, vc, Tc, C, NH);
+                double e = test_rel_err_f(o2, o1, (size_t)C);
+                CHECK_MSG(e < 1e-5, "%s: C %d NH %d Tc %d: rel err %g", k_levels[l], C, NH, Tc, e);
+                free(q), free(kc), free(vc), free(att), free(o1), free(o2);
+            }
+    }
+}
