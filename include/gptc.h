@@ -257,16 +257,38 @@ typedef struct gptc_sample_options {
     float temperature;     /* 0: greedy */
     int top_k;             /* 0: off */
     float top_p;           /* 1: off */
-    uint64_t seed;
+    uint64_t seed;         /* sample i draws with seed + i */
     int threads;
+    int samples;           /* continuations of the prompt, generated together (prompt prefilled once); >= 1 */
+    gptc_precision dtype;  /* weights the decoding products read: fp32, or a bf16 copy (half the bytes);
+                            * activations and the KV cache stay fp32 */
 } gptc_sample_options;
 
 void gptc_sample_options_default(gptc_sample_options *o);
 
 /* Called with each decoded piece of text as it is generated. */
 typedef void (*gptc_text_fn)(void *user, const char *text, size_t len);
+/* The same for one of several samples (0..samples-1); pieces of the samples arrive interleaved, step by step. */
+typedef void (*gptc_sample_text_fn)(void *user, int sample, const char *text, size_t len);
 
+/* What a generation measured: the prompt's prefill (one forward over its positions) and the incremental
+ * steps (each advances every sample by one token; a context rebuild counts in the decode time). */
+typedef struct gptc_sample_stats {
+    int samples;
+    gptc_precision dtype;
+    int prefill_tokens;       /* positions of the prompt's prefill */
+    double prefill_s;         /* its seconds */
+    double prefill_flops;     /* its FLOPs (products, causal attention, the last row's classifier) */
+    int decode_steps;         /* incremental steps: tokens - 1 (the first token comes from the prefill) */
+    double decode_s;          /* their seconds, drawing included */
+    size_t step_weight_bytes; /* weights one step reads (the matrices at dtype's size; KV cache not counted) */
+} gptc_sample_stats;
+
+/* The pieces of every sample to one callback (interleaved when o->samples > 1: use gptc_sample_many). */
 gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *user);
+/* o->samples samples; stats (may be NULL) gets the measurements. */
+gptc_status gptc_sample_many(const gptc_sample_options *o, gptc_sample_text_fn emit, void *user,
+                             gptc_sample_stats *stats);
 
 /* ---------------------------------------------------------------- data preparation
  *

@@ -583,6 +583,8 @@ TEST(bad_input_absurd_flags) {
     REFUSED("sample --top-p 2", test_cli(NULL, "sample --ckpt %s --top-p 2 --threads 1", tiny_ckpt()), "--top-p 2");
     REFUSED("sample --tokens 0", test_cli(NULL, "sample --ckpt %s --tokens 0 --threads 1", tiny_ckpt()), "--tokens 0");
     REFUSED("sample --temperature -1", test_cli(NULL, "sample --ckpt %s --temperature -1 --threads 1", tiny_ckpt()), "--temperature -1");
+    REFUSED("sample --samples 0", test_cli(NULL, "sample --ckpt %s --samples 0 --threads 1", tiny_ckpt()), "--samples 0");
+    REFUSED("sample --dtype fp16", test_cli(NULL, "sample --ckpt %s --dtype fp16 --threads 1", tiny_ckpt()), "--dtype fp16");
     REFUSED("prepare --val-fraction 1.5", test_cli(NULL, "prepare data/tinyshakespeare.txt --out %s --val-fraction 1.5", ck), "--val-fraction 1.5");
     REFUSED("prepare --shard-tokens 0", test_cli(NULL, "prepare data/tinyshakespeare.txt --out %s --shard-tokens 0", ck), "--shard-tokens 0");
     CHECK(!exists(ck));

@@ -66,6 +66,8 @@ TEST(cli_refuses_bad_values) {
     R("--ckpt", "sample --ckpt %s", ck);
     R("--top-p 2", "sample --ckpt %s --top-p 2", ck);
     R("--tokens 0", "sample --ckpt %s --tokens 0", ck);
+    R("--samples 0", "sample --ckpt %s --samples 0", ck);
+    R("--dtype fp16", "sample --ckpt %s --dtype fp16", ck);
     R("/nonexistent.txt", "prepare --tokenizer byte /nonexistent.txt --out %s", ck);
     R("--tokenizer", "prepare --tokenizer klingon data/tinyshakespeare.txt --out %s", ck);
     R("no input files", "prepare --out %s", ck);

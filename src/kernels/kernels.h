@@ -181,6 +181,16 @@ typedef struct gptc_kernels {
     void (*ostate_bf16_store)(uint16_t *out, const float *in, size_t n, uint64_t key, uint64_t index);
     void (*ostate_q8_load)(float *out, const uint8_t *in, size_t n, float absmax, int is_signed);
     void (*ostate_q8_store)(uint8_t *out, float *absmax, const float *in, size_t n, int is_signed);
+    /* The small-M product of decoding, streaming W exactly once without packing it (gemm packs B on every
+     * call, a second pass over the weights): out (M,N) = x (M,K) @ op(W) [+ bias (N), or NULL]; x, out row
+     * strides ldx, ldo. transW 0: W stored (K,N), row stride ldw (a linear layer's weight, HF layout);
+     * transW 1: W stored (N,K) and op(W) = W^T (the tied classifier: logits (M,V) = x (M,C) @ wte^T, dot
+     * products along W's rows). w16 1: W holds bf16 values (uint16_t, ldw in elements), widened exactly;
+     * 0: floats. Each out element is a sum over k in a fixed order that depends on neither M, the other
+     * rows nor the thread count (threads split N), so a row of a batched call equals the same row alone,
+     * bit for bit. Meant for a decode step's few rows (M = the samples); any M is correct. */
+    void (*matvec)(int transW, int w16, int M, int N, int K, const float *x, int ldx, const void *W, int ldw,
+                   const float *bias, float *out, int ldo);
 
     /* Not operators: the per-thread scratch (bytes as gptc_alloc counts them) the flash entries above
      * grow to over a forward and a backward at (T, HS), for the planner; set with them. */

@@ -1,8 +1,12 @@
-/* decode.c — one-token forward with a KV cache: position t costs one pass over the weights and
- * attention over the t cached keys, so N new tokens cost N incremental steps, not N full passes.
- * Runs on the model's backend (its memory and the fp32 entries of its table), unprofiled. */
+/* decode.c — forward passes for generation, on the model's backend (its memory and its table), unprofiled:
+ *   gptc_model_decode_step: the one-token step of one sequence with a KV cache (fp32, gemm per product):
+ *     position t costs one pass over the weights and attention over the t cached keys;
+ *   gptc_decoder: what `gptc sample` runs — a prompt prefilled in one batched forward (GEMMs, flash
+ *     attention), then S samples stepped together, each step one matvec per weight matrix for the S
+ *     rows (the weights streamed once, unpacked; fp32 or a bf16 copy). */
 #include "model/gpt2.h"
 
+#include <math.h>
 #include <string.h>
 
 gptc_status gptc_kv_cache_init(gptc_kv_cache *c, const gptc_model *m) {
@@ -63,4 +67,167 @@ const float *gptc_model_decode_step(const gptc_model *m, gptc_kv_cache *c, int t
     c->len++;
     mem->synchronize();
     return c->logits; /* the CPU backend's memory is the host's: read in place */
+}
+
+/* ---- the batched decoder */
+
+gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples, int rows, gptc_precision dtype) {
+    memset(d, 0, sizeof *d);
+    GPTC_ASSERT(samples >= 1 && rows >= 1 && rows <= m->cfg.context);
+    size_t L = m->cfg.layers, C = m->cfg.channels, maxT = m->cfg.context, NH = m->cfg.heads, S = samples;
+    size_t R = rows, Vp = m->Vp;
+    gptc_plan p = {0};
+    size_t ok = gptc_plan_take(&p, L * S * maxT * C), ov = gptc_plan_take(&p, L * S * maxT * C);
+    size_t ox = gptc_plan_take(&p, S * C), oxn = gptc_plan_take(&p, S * C), oqkv = gptc_plan_take(&p, S * 3 * C);
+    size_t oatty = gptc_plan_take(&p, S * C), otmp = gptc_plan_take(&p, S * C), ofch = gptc_plan_take(&p, S * 4 * C);
+    size_t omean = gptc_plan_take(&p, S), orstd = gptc_plan_take(&p, S), oatt = gptc_plan_take(&p, NH * maxT);
+    size_t ologits = gptc_plan_take(&p, S * Vp);
+    size_t opx = gptc_plan_take(&p, R * C), opxn = gptc_plan_take(&p, R * C), opqkv = gptc_plan_take(&p, R * 3 * C);
+    size_t opatty = gptc_plan_take(&p, R * C), optmp = gptc_plan_take(&p, R * C), opfch = gptc_plan_take(&p, R * 4 * C);
+    size_t opq = gptc_plan_take(&p, R * C), opk = gptc_plan_take(&p, R * C), opv = gptc_plan_take(&p, R * C);
+    size_t opo = gptc_plan_take(&p, R * C), oplse = gptc_plan_take(&p, NH * R);
+    size_t opmean = gptc_plan_take(&p, R), oprstd = gptc_plan_take(&p, R);
+    d->mem = m->be.mem;
+    d->arena = d->mem->alloc(p.used * sizeof(float), "decoder (KV caches, buffers)");
+    if (!d->arena) return gptc_fail(GPTC_ERR_NOMEM, "out of memory: the KV caches of %d samples and their buffers (%.1f MB)", samples, p.used * 4.0 / 1e6);
+    float *a = d->arena;
+    d->S = samples, d->maxT = (int)maxT, d->rows = rows, d->dtype = dtype;
+    d->k = a + ok, d->v = a + ov;
+    d->x = a + ox, d->xn = a + oxn, d->qkv = a + oqkv, d->atty = a + oatty, d->tmp = a + otmp, d->fch = a + ofch;
+    d->mean = a + omean, d->rstd = a + orstd, d->att = a + oatt, d->logits = a + ologits;
+    d->px = a + opx, d->pxn = a + opxn, d->pqkv = a + opqkv, d->patty = a + opatty, d->ptmp = a + optmp;
+    d->pfch = a + opfch, d->pq = a + opq, d->pk = a + opk, d->pv = a + opv, d->po = a + opo, d->plse = a + oplse;
+    d->pmean = a + opmean, d->prstd = a + oprstd;
+    if (dtype == GPTC_PRECISION_BF16) {
+        if (m->params16) {
+            d->w16 = m->params16; /* O2 training's copy, current after every update */
+        } else {
+            d->w16_owned = gptc_alloc(m->num_floats * sizeof(uint16_t), "bf16 copy of the weights (sampling)");
+            if (!d->w16_owned) {
+                gptc_decoder_free(d);
+                return gptc_fail(GPTC_ERR_NOMEM, "out of memory: the bf16 copy of the weights (%.1f MB)", m->num_floats * 2.0 / 1e6);
+            }
+            m->be.k->to_bf16(d->w16_owned, m->params, m->num_floats);
+            d->w16 = d->w16_owned;
+        }
+    }
+    return GPTC_OK;
+}
+
+void gptc_decoder_free(gptc_decoder *d) {
+    if (d->mem) d->mem->free(d->arena);
+    gptc_free(d->w16_owned);
+    memset(d, 0, sizeof *d);
+}
+
+/* The weight matrix at p (inside m->params) as the products read it: itself, or its place in the bf16 copy. */
+static const void *wmat(const gptc_model *m, const gptc_decoder *d, const float *p) {
+    return d->w16 ? (const void *)(d->w16 + (p - m->params)) : (const void *)p;
+}
+
+/* out (n,N) = in (n,K) @ W (K,N) + bias with the prefill's GEMM: fp32, or bf16 operands on the bf16 copy */
+static void prefill_mm(const gptc_model *m, const gptc_decoder *d, int n, int N, int K, const float *in, const float *Wt,
+                       const float *bias, float *out) {
+    const gptc_kernels *k = m->be.k;
+    if (d->w16)
+        k->gemm_bf16_in16(0, 0, n, N, K, in, K, wmat(m, d, Wt), N, GPTC_GEMM_B16, 0.0f, bias, out, N);
+    else
+        k->gemm(0, 0, n, N, K, in, K, Wt, N, 0.0f, bias, out, N);
+}
+
+/* the cache rows of layer l, sample s: (maxT, C) */
+static float *cache_at(const gptc_decoder *d, float *base, int l, int s, int C) {
+    return base + ((size_t)l * d->S + s) * d->maxT * C;
+}
+
+const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, const int *tokens, int n) {
+    GPTC_ASSERT(n >= 1 && n <= d->rows && s >= 0 && s < d->S);
+    const gptc_kernels *k = m->be.k;
+    const gptc_backend_memory *mem = m->be.mem;
+    int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, V = m->cfg.vocab, HS = C / NH;
+    k->encoder_fwd(d->px, tokens, m->w.wte, m->w.wpe, 1, n, C);
+    for (int l = 0; l < L; l++) {
+        const gptc_layer *w = &m->w.layer[l];
+        float *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C);
+        k->layernorm_fwd(d->pxn, d->pmean, d->prstd, d->px, w->ln1w, w->ln1b, n, C);
+        prefill_mm(m, d, n, 3 * C, C, d->pxn, w->qkvw, w->qkvb, d->pqkv);
+        for (int t = 0; t < n; t++) { /* every position's key and value into the cache */
+            mem->copy(kc + (size_t)t * C, d->pqkv + (size_t)t * 3 * C + C, sizeof(float) * C);
+            mem->copy(vc + (size_t)t * C, d->pqkv + (size_t)t * 3 * C + 2 * C, sizeof(float) * C);
+        }
+        k->qkv_to_heads(d->pq, d->pk, d->pv, d->pqkv, 1, n, C, NH);
+        k->flash_fwd(d->po, d->plse, d->pq, d->pk, d->pv, 1, NH, n, HS, 0.0f, 0);
+        k->heads_to_rows(d->patty, d->po, 1, n, C, NH);
+        prefill_mm(m, d, n, C, C, d->patty, w->attprojw, w->attprojb, d->ptmp);
+        k->residual_fwd(d->px, d->px, d->ptmp, (size_t)n * C);
+        k->layernorm_fwd(d->pxn, d->pmean, d->prstd, d->px, w->ln2w, w->ln2b, n, C);
+        prefill_mm(m, d, n, 4 * C, C, d->pxn, w->fcw, w->fcb, d->pfch);
+        gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->pfch, d->pfch, (size_t)n * 4 * C);
+        prefill_mm(m, d, n, C, 4 * C, d->pfch, w->fcprojw, w->fcprojb, d->ptmp);
+        k->residual_fwd(d->px, d->px, d->ptmp, (size_t)n * C);
+    }
+    /* the last position's logits only */
+    float *xn = d->xn + (size_t)s * C, *logits = d->logits + (size_t)s * m->Vp;
+    k->layernorm_fwd(xn, d->mean, d->rstd, d->px + (size_t)(n - 1) * C, m->w.lnfw, m->w.lnfb, 1, C);
+    k->matvec(1, d->w16 != NULL, 1, V, C, xn, C, wmat(m, d, m->w.wte), C, NULL, logits, m->Vp);
+    d->len = n;
+    mem->synchronize();
+    return logits;
+}
+
+void gptc_decoder_fork(const gptc_model *m, gptc_decoder *d, int src) {
+    int L = m->cfg.layers, C = m->cfg.channels;
+    for (int l = 0; l < L; l++)
+        for (int s = 0; s < d->S; s++)
+            if (s != src) {
+                m->be.mem->copy(cache_at(d, d->k, l, s, C), cache_at(d, d->k, l, src, C), sizeof(float) * d->len * C);
+                m->be.mem->copy(cache_at(d, d->v, l, s, C), cache_at(d, d->v, l, src, C), sizeof(float) * d->len * C);
+            }
+    for (int s = 0; s < d->S; s++)
+        if (s != src) memcpy(d->logits + (size_t)s * m->Vp, d->logits + (size_t)src * m->Vp, sizeof(float) * m->Vp);
+}
+
+const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *tokens) {
+    GPTC_ASSERT(d->len < d->maxT);
+    const gptc_kernels *k = m->be.k;
+    const gptc_backend_memory *mem = m->be.mem;
+    int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, V = m->cfg.vocab, S = d->S, t = d->len;
+    int w16 = d->w16 != NULL;
+    for (int s = 0; s < S; s++) GPTC_ASSERT(tokens[s] >= 0 && tokens[s] < V);
+    k->encoder_fwd(d->x, tokens, m->w.wte, m->w.wpe + (size_t)t * C, S, 1, C); /* S rows at position t */
+    for (int l = 0; l < L; l++) {
+        const gptc_layer *w = &m->w.layer[l];
+        k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln1w, w->ln1b, S, C);
+        k->matvec(0, w16, S, 3 * C, C, d->xn, C, wmat(m, d, w->qkvw), 3 * C, w->qkvb, d->qkv, 3 * C);
+        for (int s = 0; s < S; s++) {
+            float *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C), *qkv = d->qkv + (size_t)s * 3 * C;
+            mem->copy(kc + (size_t)t * C, qkv + C, sizeof(float) * C);
+            mem->copy(vc + (size_t)t * C, qkv + 2 * C, sizeof(float) * C);
+            k->attention_decode(d->atty + (size_t)s * C, d->att, qkv, kc, vc, t + 1, C, NH);
+        }
+        k->matvec(0, w16, S, C, C, d->atty, C, wmat(m, d, w->attprojw), C, w->attprojb, d->tmp, C);
+        k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
+        k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln2w, w->ln2b, S, C);
+        k->matvec(0, w16, S, 4 * C, C, d->xn, C, wmat(m, d, w->fcw), 4 * C, w->fcb, d->fch, 4 * C);
+        gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->fch, d->fch, (size_t)S * 4 * C);
+        k->matvec(0, w16, S, C, 4 * C, d->fch, 4 * C, wmat(m, d, w->fcprojw), C, w->fcprojb, d->tmp, C);
+        k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
+    }
+    k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, m->w.lnfw, m->w.lnfb, S, C);
+    k->matvec(1, w16, S, V, C, d->xn, C, wmat(m, d, m->w.wte), C, NULL, d->logits, m->Vp);
+    d->len++;
+    mem->synchronize();
+    return d->logits;
+}
+
+size_t gptc_decoder_step_weight_bytes(const gptc_model *m, gptc_precision dtype) {
+    size_t L = m->cfg.layers, C = m->cfg.channels, V = m->cfg.vocab, e = dtype == GPTC_PRECISION_BF16 ? 2 : 4;
+    size_t mats = L * 12 * C * C + V * C;           /* qkv, attn proj, fc, fc proj; the classifier's rows */
+    size_t vecs = L * (3 * C + C + 4 * C + C + 4 * C) + 2 * C + C; /* biases, LayerNorms, ln_f, a wpe row */
+    return mats * e + vecs * sizeof(float);
+}
+
+double gptc_decoder_prefill_flops(const gptc_model *m, int n) {
+    double L = m->cfg.layers, C = m->cfg.channels, V = m->cfg.vocab;
+    return 2.0 * n * L * 12 * C * C + L * 2.0 * n * (double)n * C + 2.0 * V * C;
 }

@@ -247,4 +247,52 @@ void gptc_kv_cache_free(gptc_kv_cache *c);
 /* Appends one token at position c->len and returns the logits (V valid of Vp) for the next token. */
 const float *gptc_model_decode_step(const gptc_model *m, gptc_kv_cache *c, int token);
 
+/* ---- generation at memory speed: a prompt prefilled in one batched forward, then S samples decoded
+ * together. All S sequences hold the same number of positions (they share the prompt and each step
+ * appends one token to every one). A step is one matvec per weight matrix for the S rows (the weights
+ * streamed once, in fp32 or, with bf16, from a bf16 copy: half the bytes); activations and the KV
+ * cache stay fp32. */
+typedef struct gptc_decoder {
+    int S;                  /* samples (sequences) */
+    int maxT, len;          /* positions held by every sample's cache */
+    int rows;               /* the most positions one prefill takes */
+    gptc_precision dtype;   /* fp32, or bf16: the products read w16 */
+    const uint16_t *w16;    /* bf16 copy of m->params (same layout): m->params16 when the model has one,
+                             * else w16_owned; NULL under fp32 */
+    uint16_t *w16_owned;    /* (m->num_floats), or NULL */
+    float *k, *v;           /* (L, S, maxT, C) keys and values, sample s of layer l at (l*S + s)*maxT*C */
+    /* a step's S rows */
+    float *x, *xn, *qkv, *atty, *tmp, *fch; /* (S,C), (S,C), (S,3C), (S,C), (S,C), (S,4C) */
+    float *mean, *rstd;     /* (max(S,1)) LayerNorm statistics (unused) */
+    float *att;             /* (NH,maxT) attention_decode's scratch */
+    float *logits;          /* (S,Vp) the next-token logits of every sample (V valid per row) */
+    /* a prefill's rows */
+    float *px, *pxn, *pqkv, *patty, *ptmp, *pfch; /* (rows,C), (rows,C), (rows,3C), (rows,C), (rows,C), (rows,4C) */
+    float *pq, *pk, *pv, *po; /* (NH,rows,HS) head-major, for the flash attention */
+    float *plse, *pmean, *prstd; /* (NH,rows), (rows), (rows) */
+    float *arena;
+    const gptc_backend_memory *mem;
+} gptc_decoder;
+
+/* Allocates the caches of S samples and the buffers of prefills of up to `rows` positions (1..context)
+ * on the model's backend; under bf16 takes m->params16 or converts m->params into an own bf16 copy
+ * (the table's to_bf16). */
+gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples, int rows, gptc_precision dtype);
+void gptc_decoder_free(gptc_decoder *d);
+/* Prefill: tokens (n, 1 <= n <= d->rows) become positions 0..n-1 of sample s's cache (what it held is
+ * replaced) in one forward over all n rows (LayerNorm of all rows, the products as GEMMs — gemm, or under
+ * bf16 gemm_bf16_in16 on the bf16 copy —, causal flash attention, MLP); sets d->len = n and returns the
+ * logits (Vp, V valid) of the last position, row s of d->logits. */
+const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, const int *tokens, int n);
+/* Copies sample src's cache (d->len positions) to every other sample: a prompt prefilled once. */
+void gptc_decoder_fork(const gptc_model *m, gptc_decoder *d, int src);
+/* One step for every sample: tokens (S) at position d->len (< maxT); returns the logits (S,Vp). */
+const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *tokens);
+/* Bytes of weights one step reads: the matrices (the classifier's V rows of wte) at the dtype's size,
+ * the biases, LayerNorm parameters and one wpe row in fp32; the KV cache not counted. */
+size_t gptc_decoder_step_weight_bytes(const gptc_model *m, gptc_precision dtype);
+/* FLOPs of a prefill of n positions: 2 per multiply-add of the products, the causal attention's
+ * (2 n^2 C per layer, the visible half of QK^T and PV) and the last row's classifier. */
+double gptc_decoder_prefill_flops(const gptc_model *m, int n);
+
 #endif

@@ -1,8 +1,10 @@
-/* sampler.c — text generation from a checkpoint: the prompt is fed through the KV cache one
- * token at a time, then each new token is drawn from the temperature-scaled softmax restricted by
- * top-k and top-p, and decoded as it is produced. When the cache is full (context positions) it is
- * rebuilt from the last context/2 tokens, so text of any length can be generated; within the
- * context each new token costs one incremental step. */
+/* sampler.c — text generation from a checkpoint (model/gpt2.h's gptc_decoder): the prompt is prefilled
+ * in one batched forward and its cache copied to every sample, then each step draws one token per sample
+ * from the temperature-scaled softmax restricted by top-k and top-p (sample i with its own generator,
+ * seeded seed + i), decodes it as it is produced, and feeds all samples' tokens through one incremental
+ * step (the weights read once for all of them). When the cache is full (context positions) each sample's
+ * is rebuilt from its last context/2 tokens, so text of any length can be generated, the same positions
+ * as feeding every token one at a time would hold. */
 #include "gptc.h"
 #include "data/data.h"
 #include "model/gpt2.h"
@@ -22,6 +24,8 @@ void gptc_sample_options_default(gptc_sample_options *o) {
     o->top_k = 0;
     o->top_p = 0.95f;
     o->seed = 1337;
+    o->samples = 1;
+    o->dtype = GPTC_PRECISION_FP32;
 }
 
 typedef struct { float p; int id; } cand;
@@ -72,32 +76,26 @@ static int draw(const float *logits, int V, const gptc_sample_options *o, cand *
     return c[n - 1].id;
 }
 
-typedef struct feeder {
-    const gptc_model *m;
-    gptc_kv_cache *kv;
-    int *hist;   /* every token fed so far */
-    size_t n;
-} feeder;
-
-/* Feeds one token (sliding the window when the cache is full); returns the next-token logits. */
-static const float *feed(feeder *f, int token) {
-    if (f->kv->len == f->kv->maxT) {
-        size_t keep = (size_t)f->kv->maxT / 2;
-        f->kv->len = 0;
-        for (size_t i = f->n - keep; i < f->n; i++) gptc_model_decode_step(f->m, f->kv, f->hist[i]);
-    }
-    f->hist[f->n++] = token;
-    return gptc_model_decode_step(f->m, f->kv, token);
+/* Positions a cache holds after n tokens were fed one at a time under the sliding rule (a full cache of
+ * maxT positions is rebuilt from the last maxT/2 tokens before the next one goes in): the prefill of a
+ * prompt of n tokens takes its last held_after(n) tokens, so it continues as feeding them one by one did. */
+static int held_after(size_t n, int maxT) {
+    if (n <= (size_t)maxT) return (int)n;
+    int keep = maxT / 2;
+    return keep + (int)((n - (size_t)maxT - 1) % (size_t)(maxT - keep)) + 1;
 }
 
-gptc_status gptc_generate(const gptc_model *m, const gptc_tokenizer *tok, const char *prompt,
-                          const gptc_sample_options *o, gptc_text_fn emit, void *user) {
-    gptc_kv_cache kv = {0};
-    int *ids = NULL;
+gptc_status gptc_generate_many(const gptc_model *m, const gptc_tokenizer *tok, const char *prompt,
+                               const gptc_sample_options *o, gptc_sample_text_fn emit, void *user,
+                               gptc_sample_stats *stats) {
+    gptc_decoder d = {0};
+    int *ids = NULL, *hist = NULL, *next = NULL;
     size_t nids = 0, cap = 0;
     cand *scratch = NULL;
-    int *hist = NULL;
+    gptc_rng *rng = NULL;
     gptc_status st;
+    int S = o->samples, maxT = m->cfg.context, keep = maxT / 2;
+    if (S < 1) return gptc_fail(GPTC_ERR_ARG, "'samples' %d: must be at least 1", S);
     if ((st = tok->encode(tok, NULL, prompt, strlen(prompt), true, &ids, &nids, &cap))) goto done;
     if (nids == 0) { /* an empty prompt starts a new document */
         ids = malloc(sizeof *ids);
@@ -105,37 +103,93 @@ gptc_status gptc_generate(const gptc_model *m, const gptc_tokenizer *tok, const 
         ids[0] = tok->eot;
         nids = 1;
     }
-    if ((st = gptc_kv_cache_init(&kv, m))) goto done;
+    int held = held_after(nids, maxT), rows = held;
+    if ((size_t)held + (size_t)o->tokens > (size_t)maxT + 1 && keep > rows) rows = keep; /* a rebuild's prefill */
+    if ((st = gptc_decoder_init(&d, m, S, rows, o->dtype))) goto done;
+    size_t hcap = (size_t)held + (size_t)o->tokens; /* each sample's tokens from the prefill's first on */
     scratch = malloc(sizeof *scratch * m->cfg.vocab);
-    hist = malloc(sizeof *hist * (nids + (size_t)o->tokens));
-    if (!scratch || !hist) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto done; }
-    gptc_rng rng;
-    gptc_rng_seed(&rng, o->seed);
-    feeder fd = {m, &kv, hist, 0};
-    const float *logits = NULL;
-    for (size_t i = 0; i < nids; i++) logits = feed(&fd, ids[i]);
+    hist = malloc(sizeof *hist * hcap * S);
+    next = malloc(sizeof *next * S);
+    rng = malloc(sizeof *rng * S);
+    if (!scratch || !hist || !next || !rng) { st = gptc_fail(GPTC_ERR_NOMEM, "out of memory"); goto done; }
+    for (int s = 0; s < S; s++) {
+        gptc_rng_seed(&rng[s], o->seed + (uint64_t)s);
+        memcpy(hist + (size_t)s * hcap, ids + (nids - (size_t)held), sizeof *hist * held);
+    }
+    size_t n = (size_t)held; /* tokens in each sample's history */
+    double t0 = gptc_now();
+    gptc_decoder_prefill(m, &d, 0, hist, held);
+    gptc_decoder_fork(m, &d, 0);
+    double t1 = gptc_now();
+    const float *logits = d.logits;
     char buf[64];
+    int steps = 0;
     for (int i = 0; i < o->tokens; i++) {
-        int next = draw(logits, tok->vocab, o, scratch, &rng); /* only ids the tokenizer can decode */
-        int n = tok->decode(tok, next, buf, sizeof buf);
-        if (n > 0 && emit) emit(user, buf, (size_t)n);
-        if (i + 1 < o->tokens) logits = feed(&fd, next);
+        for (int s = 0; s < S; s++) {
+            /* only ids the tokenizer can decode */
+            next[s] = draw(logits + (size_t)s * m->Vp, tok->vocab, o, scratch, &rng[s]);
+            int len = tok->decode(tok, next[s], buf, sizeof buf);
+            if (len > 0 && emit) emit(user, s, buf, (size_t)len);
+        }
+        if (i + 1 == o->tokens) break;
+        if (d.len == maxT) { /* full: every sample rebuilt from its last maxT/2 tokens, then the new one */
+            for (int s = 0; s < S; s++)
+                if (keep > 0) gptc_decoder_prefill(m, &d, s, hist + (size_t)s * hcap + (n - (size_t)keep), keep);
+            d.len = keep;
+        }
+        for (int s = 0; s < S; s++) hist[(size_t)s * hcap + n] = next[s];
+        n++;
+        logits = gptc_decoder_step(m, &d, next);
+        steps++;
+    }
+    double t2 = gptc_now();
+    if (stats) {
+        stats->samples = S;
+        stats->dtype = o->dtype;
+        stats->prefill_tokens = held;
+        stats->prefill_s = t1 - t0;
+        stats->prefill_flops = gptc_decoder_prefill_flops(m, held);
+        stats->decode_steps = steps;
+        stats->decode_s = t2 - t1;
+        stats->step_weight_bytes = gptc_decoder_step_weight_bytes(m, o->dtype);
     }
 done:
     free(scratch);
     free(hist);
+    free(next);
+    free(rng);
     free(ids);
-    gptc_kv_cache_free(&kv);
+    gptc_decoder_free(&d);
     return st;
 }
 
-gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *user) {
+/* gptc_generate's pieces: sample 0's to a gptc_text_fn */
+typedef struct one_sample {
+    gptc_text_fn emit;
+    void *user;
+} one_sample;
+
+static void emit_one(void *user, int sample, const char *text, size_t len) {
+    one_sample *u = user;
+    if (u->emit) u->emit(u->user, text, len);
+}
+
+gptc_status gptc_generate(const gptc_model *m, const gptc_tokenizer *tok, const char *prompt,
+                          const gptc_sample_options *o, gptc_text_fn emit, void *user) {
+    one_sample u = {emit, user};
+    return gptc_generate_many(m, tok, prompt, o, emit_one, &u, NULL);
+}
+
+gptc_status gptc_sample_many(const gptc_sample_options *o, gptc_sample_text_fn emit, void *user,
+                             gptc_sample_stats *stats) {
     if (!o->ckpt || !*o->ckpt) return gptc_fail(GPTC_ERR_ARG, "'ckpt': missing; give a checkpoint folder written by `gptc train`, a Hugging Face GPT-2 folder or an llm.c .bin");
     if (o->tokens < 1) return gptc_fail(GPTC_ERR_ARG, "'tokens' %d: must be at least 1", o->tokens);
     if (!(o->temperature >= 0) || !isfinite(o->temperature)) return gptc_fail(GPTC_ERR_ARG, "'temperature' %g: must be 0 (greedy) or positive", o->temperature);
     if (o->top_k < 0) return gptc_fail(GPTC_ERR_ARG, "'top_k' %d: must be 0 (off) or positive", o->top_k);
     if (!(o->top_p > 0 && o->top_p <= 1)) return gptc_fail(GPTC_ERR_ARG, "'top_p' %g: must be in (0, 1]", o->top_p);
     if (o->threads < 0) return gptc_fail(GPTC_ERR_ARG, "'threads' %d: must be 0 (all cores) or more", o->threads);
+    if (o->samples < 1) return gptc_fail(GPTC_ERR_ARG, "'samples' %d: must be at least 1", o->samples);
+    if (o->dtype != GPTC_PRECISION_FP32 && o->dtype != GPTC_PRECISION_BF16) return gptc_fail(GPTC_ERR_ARG, "'dtype' %d: must be fp32 or bf16", (int)o->dtype);
 
     char dir[4096];
     bool found;
@@ -160,9 +214,14 @@ gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *u
         st = gptc_fail_prefix(st, "'ckpt'");
         goto done;
     }
-    st = gptc_generate(&m, tok, o->prompt, o, emit, user);
+    st = gptc_generate_many(&m, tok, o->prompt, o, emit, user, stats);
 done:
     if (tok) gptc_tokenizer_free(tok);
     gptc_model_free(&m);
     return st;
+}
+
+gptc_status gptc_sample(const gptc_sample_options *o, gptc_text_fn emit, void *user) {
+    one_sample u = {emit, user};
+    return gptc_sample_many(o, emit_one, &u, NULL);
 }

@@ -116,6 +116,25 @@ static void ref_to_bf16(uint16_t *out, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = gptc_f32_to_bf16(x[i]);
 }
 
+/* out (M,N) = x (M,K) @ op(W) [+ bias] (kernels.h matvec): each element summed over k in order, from 0,
+ * then the bias added; W read as floats or widened from bf16. */
+static void ref_matvec(int transW, int w16, int M, int N, int K, const float *x, int ldx, const void *W, int ldw,
+                       const float *bias, float *out, int ldo) {
+    const float *wf = W;
+    const uint16_t *wh = W;
+#pragma omp parallel for schedule(static) if ((size_t)N * K >= ((size_t)1 << 16))
+    for (int n = 0; n < N; n++)
+        for (int m = 0; m < M; m++) {
+            const float *xr = x + (size_t)m * ldx;
+            float s = 0;
+            for (int k = 0; k < K; k++) {
+                size_t i = transW ? (size_t)n * ldw + k : (size_t)k * ldw + n;
+                s += xr[k] * (w16 ? gptc_bf16_to_f32(wh[i]) : wf[i]);
+            }
+            out[(size_t)m * ldo + n] = bias ? s + bias[n] : s;
+        }
+}
+
 static const gptc_kernels g_ref = {
     .variant = "ref",
     .encoder_fwd = ref_f32_encoder_fwd,
@@ -166,6 +185,7 @@ static const gptc_kernels g_ref = {
     .ostate_bf16_store = gptc_ostate_bf16_store_ref,
     .ostate_q8_load = gptc_ostate_q8_load_ref,
     .ostate_q8_store = gptc_ostate_q8_store_ref,
+    .matvec = ref_matvec,
     .flash_scratch = gptc_flash_scratch_ref,
     .flash_scratch_bf16 = gptc_flash_scratch_bf16_ref,
 };

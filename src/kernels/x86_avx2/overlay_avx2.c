@@ -7,4 +7,5 @@ void gptc_kernels_overlay_avx2(gptc_kernels *k) {
     gptc_avx2_overlay_elementwise(k);
     gptc_avx2_overlay_attention(k);
     gptc_avx2_overlay_memops(k);
+    gptc_avx2_overlay_matvec(k);
 }

@@ -32,6 +32,7 @@ void gptc_avx512_gemm_pack16_bf16(int trans, const uint16_t *X, int ldx, int i0,
 void gptc_avx512_overlay_elementwise(gptc_kernels *k); /* elementwise_avx512.c */
 void gptc_avx512_overlay_attention(gptc_kernels *k);   /* attention_avx512.c */
 void gptc_avx512_overlay_memops(gptc_kernels *k);      /* memops_avx512.c */
+void gptc_avx512_overlay_matvec(gptc_kernels *k);      /* matvec_avx512.c */
 /* memops_avx512.c: the zero entry's non-temporal path, which it takes for calls of one core's L2 cache
  * or more (any x, n), for tests */
 void gptc_avx512_zero_stream(float *x, size_t n);

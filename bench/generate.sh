@@ -1,0 +1,84 @@
+#!/bin/sh
+# generate.sh — generation speed of GPT-2 124M, gptc beside PyTorch, on the same shapes: a prompt of
+# PROMPT (512) GPT-2 tokens (the start of tiny Shakespeare, cut to that many tokens) prefilled, then
+# TOKENS (128) new tokens per sample, greedy (--temperature 0: the draw costs next to nothing on
+# either side), fp32 and bf16, --samples 1 and 4 (generated together), on THREADS (2) threads.
+#   gptc: `gptc sample --pin --json` on a checkpoint of random weights (`gptc train --model gpt2 --steps 1`,
+#     made once under build/bench-generate; weights do not change the speed); its speed report gives
+#     prefill tokens/s and GFLOP/s against the FMA peak `gptc info` measures (cached in peak.json),
+#     decode tokens/s, ms per step, and the bandwidth a step reached against the triad's.
+#   PyTorch: bench/torch_generate_bench.py (HF-style incremental decoding with a KV cache, the model of
+#     tools/torch_gpt2.py) in its strongest configuration (bench/lib.sh's peer_run: tcmalloc, Debian's
+#     OpenMP OpenBLAS with OPENBLAS_CORETYPE=SkylakeX where the CPU has AVX-512, pinned threads).
+# Prints both configurations, then one table. Goals (reported, not enforced): decode at >= 80% of the
+# bandwidth bound, prefill at >= 60% of the peak. Settings, from the environment or NAME=VALUE
+# arguments: THREADS (2), PROMPT (512), TOKENS (128), SAMPLES ("1 4"), DTYPES ("fp32 bf16").
+set -e
+for arg in "$@"; do
+    case "$arg" in
+        THREADS=*) THREADS=${arg#*=} ;;
+        PROMPT=*) PROMPT=${arg#*=} ;;
+        TOKENS=*) TOKENS=${arg#*=} ;;
+        SAMPLES=*) SAMPLES=${arg#*=} ;;
+        DTYPES=*) DTYPES=${arg#*=} ;;
+        *) echo "generate: unknown argument '$arg' (expected THREADS=, PROMPT=, TOKENS=, SAMPLES=, DTYPES=)" >&2; exit 2 ;;
+    esac
+done
+cd "$(dirname "$0")/.."
+THREADS=${THREADS:-2}
+PROMPT=${PROMPT:-512}
+TOKENS=${TOKENS:-128}
+SAMPLES=${SAMPLES:-1 4}
+DTYPES=${DTYPES:-fp32 bf16}
+GPTC=build/gptc
+[ -x "$GPTC" ] || { echo "generate: $GPTC not found; run make first" >&2; exit 1; }
+. bench/lib.sh
+bench_data
+CKPT=build/bench-generate/gpt2
+if [ ! -d "$CKPT" ]; then
+    echo "making a GPT-2 124M checkpoint of random weights in $CKPT (gptc train --model gpt2 --steps 1)"
+    $GPTC train --model gpt2 --data "$DATA" --ckpt "$CKPT" --steps 1 --batch 1 --seq 64 --threads "$THREADS" >/dev/null
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/generate.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# the prompt: the longest start of tiny Shakespeare (cut after a space) of at most PROMPT tokens
+count() { $GPTC tokenize --ids-only - <"$1" | wc -w; }
+lo=1 hi=$((PROMPT * 8))
+while [ $lo -lt $hi ]; do
+    mid=$(((lo + hi + 1) / 2))
+    head -c "$mid" data/tinyshakespeare.txt >"$tmp/p"
+    if [ "$(count "$tmp/p")" -le "$PROMPT" ]; then lo=$mid; else hi=$((mid - 1)); fi
+done
+head -c "$lo" data/tinyshakespeare.txt >"$tmp/prompt"
+NP=$(count "$tmp/prompt")
+PTEXT=$(cat "$tmp/prompt")
+
+peer_setup "$THREADS"
+echo "gptc: $GPTC sample --threads $THREADS --pin --temperature 0 --tokens $TOKENS, prompt of $NP tokens, checkpoint $CKPT"
+echo "config: GPT-2 124M, prompt $NP tokens, $TOKENS new tokens per sample, $THREADS threads, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+
+j() { # the number of JSON field $2 in file $1
+    sed -n "s/.*\"$2\": \\([0-9.]*\\).*/\\1/p" "$1"
+}
+rows=""
+for dt in $DTYPES; do
+    for s in $SAMPLES; do
+        $GPTC sample --ckpt "$CKPT" --prompt "$PTEXT" --tokens "$TOKENS" --samples "$s" --dtype "$dt" --temperature 0 \
+            --threads "$THREADS" --pin --json >/dev/null 2>"$tmp/g.json"
+        peer_run /usr/bin/python3 bench/torch_generate_bench.py --prompt-tokens "$NP" --tokens "$TOKENS" --samples "$s" \
+            --dtype "$dt" --threads "$THREADS" >"$tmp/t.txt" 2>&1 || { cat "$tmp/t.txt" >&2; exit 1; }
+        [ -n "$rows" ] || sed -n '/^blas:/p; /^config:/p' "$tmp/t.txt"
+        tl=$(grep '^torch:' "$tmp/t.txt")
+        tpre=$(echo "$tl" | sed -n 's/.*tokens [0-9.]* s, \([0-9.]*\) tokens\/s | decode.*/\1/p')
+        tdec=$(echo "$tl" | sed -n 's/.*decode.* s, \([0-9.]*\) tokens\/s, .*/\1/p')
+        tms=$(echo "$tl" | sed -n 's/.*, \([0-9.]*\) ms\/step.*/\1/p')
+        rows="$rows
+| $dt | $s | $(j "$tmp/g.json" prefill_tokens_per_s) | $tpre | $(j "$tmp/g.json" prefill_gflops) ($(j "$tmp/g.json" prefill_peak_pct)% of $(j "$tmp/g.json" peak_gflops)) | $(j "$tmp/g.json" decode_tokens_per_s) | $tdec | $(j "$tmp/g.json" ms_per_step) | $tms | $(j "$tmp/g.json" bound_ms_per_step) | $(j "$tmp/g.json" decode_gbps) ($(j "$tmp/g.json" bandwidth_pct)% of $(j "$tmp/g.json" triad_gbps)) |"
+    done
+done
+echo
+echo "| dtype | samples | gptc prefill tok/s | torch prefill tok/s | gptc prefill GFLOP/s (% of peak) | gptc decode tok/s | torch decode tok/s | gptc ms/step | torch ms/step | bound ms/step (weights / triad) | gptc GB/s (% of triad) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |$rows"
+echo
+echo "decode tok/s counts every sample's tokens; a step advances all samples by one; bound = weight bytes per step / triad bandwidth (KV cache reads not counted); bf16: gptc reads a bf16 copy of the weights (fp32 activations and cache), torch runs the whole model in bfloat16"

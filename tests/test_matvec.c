@@ -1,0 +1,156 @@
+/* test_matvec.c — the small-M product of decoding (kernels.h matvec) at every level against a double
+ * sum: both forms ((K,N) weights, and the classifier's (N,K) rows), fp32 and bf16 weights, ragged
+ * shapes (M 1..8, odd N and K, strides wider than the rows), nothing written outside out's rows; and
+ * the properties the sampler relies on, bit for bit: a row of a batched call equals the same row
+ * alone, and the result does not depend on the thread count. */
+#include "test.h"
+
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const k_levels[] = {"ref", "avx2", "avx512"};
+#define NLEVELS 3
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) { /* uniform [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) * (1.0 / (1ull << 23)) - 1.0);
+}
+
+static const float k_sentinel = -7.25f;
+
+/* One call of k->matvec on random data of (M,N,K), strides padded by pad; checks every element against
+ * the double sum (tolerance relative to sum |x w|) and the sentinels in the padding. */
+static bool check_shape(const gptc_kernels *k, int transW, int w16, int M, int N, int K, int pad, bool with_bias) {
+    int ldx = K + pad, ldo = N + pad, ldw = (transW ? K : N) + pad;
+    size_t nw = (size_t)(transW ? N : K) * ldw;
+    float *x = malloc(sizeof(float) * ((size_t)M * ldx + 1)), *wf = malloc(sizeof(float) * (nw + 1));
+    uint16_t *wh = malloc(sizeof(uint16_t) * (nw + 1));
+    float *bias = malloc(sizeof(float) * (N + 1)), *out = malloc(sizeof(float) * ((size_t)M * ldo + 1));
+    for (size_t i = 0; i < (size_t)M * ldx; i++) x[i] = frand();
+    for (size_t i = 0; i < nw; i++) {
+        wf[i] = frand();
+        wh[i] = gptc_f32_to_bf16(wf[i]);
+        if (w16) wf[i] = gptc_bf16_to_f32(wh[i]); /* the values the bf16 call sees */
+    }
+    for (int n = 0; n < N; n++) bias[n] = frand();
+    for (size_t i = 0; i < (size_t)M * ldo; i++) out[i] = k_sentinel;
+    k->matvec(transW, w16, M, N, K, x, ldx, w16 ? (const void *)wh : wf, ldw, with_bias ? bias : NULL, out, ldo);
+    bool ok = true;
+    for (int m = 0; m < M && ok; m++)
+        for (int n = 0; n < ldo && ok; n++) {
+            float got = out[(size_t)m * ldo + n];
+            if (n >= N) {
+                if (got != k_sentinel) ok = false;
+                continue;
+            }
+            double s = 0, mag = 0;
+            for (int kk = 0; kk < K; kk++) {
+                double w = transW ? wf[(size_t)n * ldw + kk] : wf[(size_t)kk * ldw + n];
+                s += (double)x[(size_t)m * ldx + kk] * w;
+                mag += fabs((double)x[(size_t)m * ldx + kk] * w);
+            }
+            if (with_bias) s += bias[n], mag += fabs(bias[n]);
+            if (!(fabs(got - s) <= 1e-6 * mag + 1e-30)) {
+                printf("    %s transW %d w16 %d M %d N %d K %d pad %d: out[%d][%d] = %.9g, expected %.9g\n", k->variant,
+                       transW, w16, M, N, K, pad, m, n, got, s);
+                ok = false;
+            }
+        }
+    free(x), free(wf), free(wh), free(bias), free(out);
+    return ok;
+}
+
+TEST(matvec_ragged_shapes) {
+    static const int Ns[] = {1, 5, 16, 17, 33, 63, 64, 65, 129, 300};
+    static const int Ks[] = {0, 1, 3, 16, 17, 31, 40, 100};
+    for (int l = 0; l < NLEVELS; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) {
+            printf("    %s: not supported here, skipped\n", k_levels[l]);
+            continue;
+        }
+        int bad = 0;
+        for (int transW = 0; transW < 2; transW++)
+            for (int w16 = 0; w16 < 2; w16++)
+                for (int M = 1; M <= 8; M++)
+                    for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+                        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+                            if (!check_shape(k, transW, w16, M, Ns[ni], Ks[ki], (M + ni + ki) % 3 == 0 ? 0 : 3,
+                                             (ni + ki) % 2 == 0))
+                                bad++;
+        CHECK_MSG(bad == 0, "%s: %d shapes wrong", k_levels[l], bad);
+        /* one shape large enough to run on the OpenMP team: GPT-2 124M's qkv and its classifier's rows */
+        CHECK(check_shape(k, 0, 0, 3, 2304, 768, 0, true));
+        CHECK(check_shape(k, 0, 1, 5, 2304, 768, 1, true));
+        CHECK(check_shape(k, 1, 0, 2, 3001, 768, 0, false));
+        CHECK(check_shape(k, 1, 1, 4, 3001, 768, 0, false));
+    }
+}
+
+/* rows of a batched call equal the same rows alone, and 1, 2, 3 threads give the same bits */
+TEST(matvec_rows_and_threads_bitwise) {
+    int M = 7, N = 2304 + 5, K = 769;
+    float *x = malloc(sizeof(float) * M * K), *wf = malloc(sizeof(float) * (size_t)N * K);
+    uint16_t *wh = malloc(sizeof(uint16_t) * (size_t)N * K);
+    float *bias = malloc(sizeof(float) * N), *all = malloc(sizeof(float) * M * N), *one = malloc(sizeof(float) * N);
+    for (int i = 0; i < M * K; i++) x[i] = frand();
+    for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = frand(), wh[i] = gptc_f32_to_bf16(wf[i]);
+    for (int n = 0; n < N; n++) bias[n] = frand();
+    int saved = omp_get_max_threads();
+    for (int l = 0; l < NLEVELS; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        for (int transW = 0; transW < 2; transW++)
+            for (int w16 = 0; w16 < 2; w16++) {
+                const void *W = w16 ? (const void *)wh : wf;
+                int ldw = transW ? K : N;
+                omp_set_num_threads(2);
+                k->matvec(transW, w16, M, N, K, x, K, W, ldw, bias, all, N);
+                bool same = true;
+                for (int m = 0; m < M; m++) {
+                    omp_set_num_threads(1 + m % 3);
+                    k->matvec(transW, w16, 1, N, K, x + (size_t)m * K, K, W, ldw, bias, one, N);
+                    if (memcmp(one, all + (size_t)m * N, sizeof(float) * N)) same = false;
+                }
+                CHECK_MSG(same, "%s transW %d w16 %d: a row of the batch differs from the row alone", k_levels[l],
+                          transW, w16);
+            }
+    }
+    omp_set_num_threads(saved);
+    free(x), free(wf), free(wh), free(bias), free(all), free(one);
+}
+
+/* attention_decode (one query against a cache) at each level against the reference: ragged cache
+ * lengths and head sizes (HS not a multiple of the vector width), within float rounding */
+TEST(attention_decode_levels_match_reference) {
+    static const int Tcs[] = {1, 2, 7, 16, 17, 33, 100, 700};
+    static const int shapes[][2] = {{64, 4}, {36, 3}, {768, 12}, {40, 1}}; /* C, NH: HS 16, 12, 64, 40 */
+    const gptc_kernels *r = gptc_kernels_ref();
+    for (int l = 1; l < NLEVELS; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (size_t ti = 0; ti < sizeof Tcs / sizeof Tcs[0]; ti++) {
+                int C = shapes[si][0], NH = shapes[si][1], Tc = Tcs[ti];
+                float *q = malloc(sizeof(float) * C), *kc = malloc(sizeof(float) * (size_t)Tc * C);
+                float *vc = malloc(sizeof(float) * (size_t)Tc * C), *att = malloc(sizeof(float) * (size_t)NH * Tc);
+                float *o1 = malloc(sizeof(float) * C), *o2 = malloc(sizeof(float) * C);
+                for (int i = 0; i < C; i++) q[i] = 3 * frand();
+                for (size_t i = 0; i < (size_t)Tc * C; i++) kc[i] = frand(), vc[i] = frand();
+                r->attention_decode(o1, att, q, kc, vc, Tc, C, NH);
+                k->attention_decode(o2, att, q, kc, vc, Tc, C, NH);
+                double e = test_rel_err_f(o2, o1, (size_t)C);
+                CHECK_MSG(e < 1e-5, "%s: C %d NH %d Tc %d: rel err %g", k_levels[l], C, NH, Tc, e);
+                free(q), free(kc), free(vc), free(att), free(o1), free(o2);
+            }
+    }
+}
