@@ -38,9 +38,11 @@ void trainer_free(trainer *t) {
     free(t->sample);
     gptc_guard_free(&t->guard);
     free(t->guard_buf);
+    /* the optimizer state came from the model's backend memory (open_optimizer) */
+    const gptc_backend_memory *mem = t->model.be.mem ? t->model.be.mem : gptc_backend_cpu_memory();
+    for (int b = 0; b < GPTC_OPTIM_MAX_STATES; b++) mem->free(t->ostate[b]);
     gptc_model_free(&t->model);
     gptc_op_plugins_free(t->plugins);
-    for (int b = 0; b < GPTC_OPTIM_MAX_STATES; b++) gptc_free(t->ostate[b]);
     gptc_loader_close(&t->train);
     gptc_loader_close(&t->val);
     gptc_free(t->inputs);
