@@ -44,6 +44,12 @@ static float *dev_copy(const float *x, size_t n) {
     return d;
 }
 static void dev_free(void *p) { gptc_cuda_memory()->free(p); }
+/* a device array of N(0, scale^2) draws */
+static float *dev_randn(gptc_rng *r, size_t n, double scale) {
+    float *h = test_randn_f(r, n, scale), *d = dev_copy(h, n);
+    free(h);
+    return d;
+}
 static void sync(void) { gptc_cuda_memory()->synchronize(); }
 
 #define REL(a, b, n, tol, what)                                                                   \
@@ -397,8 +403,8 @@ TEST(cuda_bf16_twins_bitwise) {
     gptc_rng_seed(&rng, 16);
     int N = 7, C = 96, NH = 3, B = 1, T = 7;
     size_t NC = (size_t)N * C;
-    float *x = dev_copy(test_randn_f(&rng, NC, 2), NC), *y = dev_copy(test_randn_f(&rng, NC, 1), NC);
-    float *w = dev_copy(test_randn_f(&rng, C, 1), C), *b = dev_copy(test_randn_f(&rng, C, 1), C);
+    float *x = dev_randn(&rng, NC, 2), *y = dev_randn(&rng, NC, 1);
+    float *w = dev_randn(&rng, C, 1), *b = dev_randn(&rng, C, 1);
     float *o = dev_f(NC), *mean = dev_f(N), *rstd = dev_f(N), *res = dev_f(NC), *res16 = dev_f(NC);
     uint16_t *o16 = gptc_cuda_memory()->alloc(NC * 2, "test");
     g->layernorm_fwd(o, mean, rstd, x, w, b, N, C);
@@ -443,10 +449,10 @@ TEST(cuda_deterministic_bits) {
     gptc_rng_seed(&rng, 17);
     int N = 4099, C = 200, B = 2, NH = 2, T = 129, HS = 64;
     size_t NC = (size_t)N * C, n = (size_t)B * NH * T * HS;
-    float *x = dev_copy(test_randn_f(&rng, NC, 1), NC), *d = dev_copy(test_randn_f(&rng, NC, 1), NC);
-    float *w = dev_copy(test_randn_f(&rng, C, 1), C), *mean = dev_f(N), *rstd = dev_f(N), *o = dev_f(NC);
-    float *q = dev_copy(test_randn_f(&rng, n, 1), n), *k = dev_copy(test_randn_f(&rng, n, 1), n);
-    float *v = dev_copy(test_randn_f(&rng, n, 1), n), *dq0 = dev_copy(test_randn_f(&rng, n, 1), n);
+    float *x = dev_randn(&rng, NC, 1), *d = dev_randn(&rng, NC, 1);
+    float *w = dev_randn(&rng, C, 1), *mean = dev_f(N), *rstd = dev_f(N), *o = dev_f(NC);
+    float *q = dev_randn(&rng, n, 1), *k = dev_randn(&rng, n, 1);
+    float *v = dev_randn(&rng, n, 1), *dq0 = dev_randn(&rng, n, 1);
     float *fo = dev_f(n), *lse = dev_f((size_t)B * NH * T);
     int *tok = gptc_cuda_memory()->alloc(sizeof(int) * N, "test");
     for (int i = 0; i < N; i++) tok[i] = (int)(gptc_rng_next(&rng) % 13);

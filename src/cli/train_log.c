@@ -116,7 +116,8 @@ static int on_start(progress *p, const gptc_step_info *in) {
                m->layers, m->heads, m->channels, m->context, m->vocab, gptc_padded_vocab(m->vocab),
                gptc_gelu_name(m->gelu), gptc_model_num_params(m) / 1e6, t->batch, t->seq,
                world > 1 ? " per rank x ranks" : "", in->tokens_per_update,
-               gptc_precision_name(t->dtype), gptc_recompute_name(t->recompute), gptc_kernels_get()->variant,
+               gptc_precision_name(t->dtype), gptc_recompute_name(t->recompute),
+               t->device && strncmp(t->device, "cuda", 4) == 0 ? t->device : gptc_kernels_get()->variant,
                p->threads, p->pinned);
         if (*gptc_op_plugins_active()) printf("op plugins: %s\n", gptc_op_plugins_active());
         if (p->peak > 0)
