@@ -33,7 +33,7 @@ endif
 # CUDA=1 programs into build-cuda/ (a compile-and-link check; running them needs a GPU).
 CUDA      ?= 0
 CUDA_HOME ?= /usr/local/cuda
-NVCC      ?= $(CUDA_HOME)/bin/nvcc
+NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(CUDA_HOME)/bin/nvcc)
 CUDA_ARCH ?= sm_90
 ifeq ($(CUDA),1)
 CUDA_SKIP := src/backend/cuda_absent.c
@@ -85,9 +85,17 @@ $(BUILD)/%.o: %.cu
 cuda-check:
 	@$(MAKE) --no-print-directory CUDA=1 BUILD=build-cuda build-cuda/gptc build-cuda/gptc_tests
 
-$(BUILD)/libgptc.a: $(LIB_OBJ)
+# A stamp of the CUDA setting, so that switching CUDA=0/1 in one build folder rebuilds the archive
+# (its member list differs: cuda_absent.o or the .cu objects).
+CUDA_STAMP := $(BUILD)/.cuda$(CUDA)
+$(CUDA_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.cuda0 $(BUILD)/.cuda1
+	@touch $@
+
+$(BUILD)/libgptc.a: $(LIB_OBJ) $(CUDA_STAMP)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(filter %.o,$^)
 
 $(BUILD)/libgptc_cli.a: $(CLI_OBJ)
 	@rm -f $@
