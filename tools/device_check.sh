@@ -57,14 +57,19 @@ stage gpu-tests 100 1 build-cuda/gptc_tests cuda
 # token shards for the runs (byte tokens of tiny Shakespeare: the shard layout llm.c reads too)
 DATA="$OUT/shakespeare"
 [ -f "$DATA/meta.json" ] || build-cuda/gptc prepare --tokenizer byte data/tinyshakespeare.txt --out "$DATA" >/dev/null 2>&1
+# the train shard alone, without its meta.json: the GPT-2 presets' vocabulary (50257) then trains on the
+# byte ids (a prepared folder names vocab 257, which the presets refuse); no val split, no evaluation
+RAW="$OUT/raw"
+mkdir -p "$RAW"
+cp "$(ls "$DATA"/*train*.bin | head -n 1)" "$RAW/train.bin"
 
 # a run's last step line and summary: tokens/s and MFU as gptc logs them
 figures() { grep -E "tok/s|MFU" "$OUT/$1.log" | tail -n 3; }
 
-stage gpt2-124m-bf16 75 1 build-cuda/gptc train --model gpt2 --data "$DATA" --device cuda --dtype bf16 \
+stage gpt2-124m-bf16 75 1 build-cuda/gptc train --model gpt2 --data "$RAW/train.bin" --device cuda --dtype bf16 \
     --seq 1024 --batch 16 --steps 8 --warmup 2 --eval-every 0 --ckpt-every 0 --threads 4
 figures gpt2-124m-bf16
-stage gpt2-1.3b-bf16 85 1 build-cuda/gptc train --model gpt2-1.3b --data "$DATA" --device cuda --dtype bf16 \
+stage gpt2-1.3b-bf16 85 1 build-cuda/gptc train --model gpt2-1.3b --data "$RAW/train.bin" --device cuda --dtype bf16 \
     --seq 1024 --batch 4 --steps 3 --warmup 1 --eval-every 0 --ckpt-every 0 --threads 4
 figures gpt2-1.3b-bf16
 
@@ -75,9 +80,8 @@ if [ -n "$LLMC" ] && [ "$LEFT" -lt 100 ]; then
 elif [ -n "$LLMC" ]; then
     rm -rf /tmp/gptc_llmc && cp -r "$LLMC" /tmp/gptc_llmc
     stage llmc-build $((LEFT / 2)) 0 make -C /tmp/gptc_llmc train_gpt2cu USE_CUDNN=0
-    TRAIN=$(ls "$DATA"/*train* 2>/dev/null | head -n 1) VAL=$(ls "$DATA"/*val* 2>/dev/null | head -n 1)
     [ -x /tmp/gptc_llmc/train_gpt2cu ] && stage llmc-124m $((LEFT / 2 - 5)) 0 sh -c "cd /tmp/gptc_llmc && ./train_gpt2cu \
-        -i '$TRAIN' -j '${VAL:-$TRAIN}' -e d12 -b 16 -t 1024 -x 8 -v 0 -s 0 -o /tmp/gptc_llmc/out"
+        -i '$RAW/train.bin' -j '$RAW/train.bin' -e d12 -b 16 -t 1024 -x 8 -v 0 -s 0 -o /tmp/gptc_llmc/out"
 fi
 
 echo "=== summary ($(($(date +%s) - T0)) s; logs in $OUT)"

@@ -261,6 +261,8 @@ static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
         allocated = (t->ostate[b] = m->be.mem->alloc(share * sizeof(float), "optimizer state")) != NULL;
     gptc_alloc_stats(&live1, NULL);
     t->optim_bytes = live1 - live0; /* measured, to set beside the plan's figure */
+    if (m->be.mem != gptc_backend_cpu_memory()) /* device memory: not gptc_alloc's to count */
+        t->optim_bytes = (size_t)t->opt->nstates * m->be.mem->block_bytes(share * sizeof(float));
     t->inputs = allocated ? gptc_alloc(sizeof(int) * o->batch * o->seq, "batch") : NULL;
     t->targets = t->inputs ? gptc_alloc(sizeof(int) * o->batch * o->seq, "batch") : NULL;
     if (!t->targets) return GPTC_ERR_NOMEM;
