@@ -27,10 +27,30 @@ else
 ISA_SKIP := $(shell find src/kernels/x86_avx2 src/kernels/x86_avx512 src/kernels/x86_amx -name '*.c')
 endif
 
-LIB_SRC  := $(sort $(filter-out $(DIST_SKIP) $(ISA_SKIP),$(shell find src -name '*.c' -not -path 'src/cli/*')))
+# The CUDA backend (src/backend/cuda/*.cu, backend/cuda.h) with `make CUDA=1`: nvcc for sm_90 (H100/H200),
+# linked with cudart and cuBLASLt, -DGPTC_CUDA; the default CUDA=0 compiles src/backend/cuda_absent.c
+# instead (no devices, "built without CUDA") and needs nothing of CUDA. `make cuda-check` builds the
+# CUDA=1 programs into build-cuda/ (a compile-and-link check; running them needs a GPU).
+CUDA      ?= 0
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(CUDA_HOME)/bin/nvcc)
+CUDA_ARCH ?= sm_90
+ifeq ($(CUDA),1)
+CUDA_SKIP := src/backend/cuda_absent.c
+CUDA_SRC  := $(sort $(wildcard src/backend/cuda/*.cu))
+CFLAGS    += -DGPTC_CUDA
+LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+NVCCFLAGS := -O3 -g -arch=$(CUDA_ARCH) -std=c++17 -DGPTC_CUDA -Iinclude -Isrc -MMD -MP \
+             -Xcompiler -Wall,-Wno-unused-parameter,-Wno-unused-function
+else
+CUDA_SKIP :=
+CUDA_SRC  :=
+endif
+
+LIB_SRC  := $(sort $(filter-out $(DIST_SKIP) $(ISA_SKIP) $(CUDA_SKIP),$(shell find src -name '*.c' -not -path 'src/cli/*')))
 CLI_SRC  := $(sort $(filter-out src/cli/main.c,$(wildcard src/cli/*.c)))
 TEST_SRC := $(sort $(wildcard tests/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
@@ -38,7 +58,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TRAIN_ARGS ?= --sample-every 800
 RUN_DIR    ?= runs/shakespeare
 
-.PHONY: all setup train test test-aarch64 test-sanitize fuzz fuzz-build fuzz-regress fuzz-seeds fixtures bench clean examples
+.PHONY: all setup cuda-check train test test-aarch64 test-sanitize fuzz fuzz-build fuzz-regress fuzz-seeds fixtures bench clean examples
 all: $(BUILD)/gptc
 
 setup:
@@ -57,9 +77,25 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ISA_FLAGS) -c $< -o $@
 
-$(BUILD)/libgptc.a: $(LIB_OBJ)
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# The CUDA build as a compile-and-link check (CI runs it where nvcc exists): build-cuda/gptc and its tests.
+cuda-check:
+	@$(MAKE) --no-print-directory CUDA=1 BUILD=build-cuda build-cuda/gptc build-cuda/gptc_tests
+
+# A stamp of the CUDA setting, so that switching CUDA=0/1 in one build folder rebuilds the archive
+# (its member list differs: cuda_absent.o or the .cu objects).
+CUDA_STAMP := $(BUILD)/.cuda$(CUDA)
+$(CUDA_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.cuda0 $(BUILD)/.cuda1
+	@touch $@
+
+$(BUILD)/libgptc.a: $(LIB_OBJ) $(CUDA_STAMP)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(filter %.o,$^)
 
 $(BUILD)/libgptc_cli.a: $(CLI_OBJ)
 	@rm -f $@
@@ -207,6 +243,6 @@ fuzz: fuzz-build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh fuzz/run.sh fuzz $(FUZZ_BUILD) $(FUZZ_TARGETS)
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD) $(A64_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD) $(A64_BUILD) build-cuda
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

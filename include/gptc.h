@@ -164,6 +164,8 @@ typedef struct gptc_train_options {
     /* custom operators (include/gptc_op_plugin.h, docs/extending.md) */
     const char *op_plugins; /* shared libraries, paths separated by ',' or ':' (NULL: none); each operator the run
                              * calls is checked against the reference at the run's shapes before the first step */
+    const char *device;    /* "cpu" (NULL: the CPU), "cuda" or "cuda:N": the backend the model trains on
+                            * (src/backend/cuda.h; needs a build with make CUDA=1 and a device) */
 } gptc_train_options;
 
 void gptc_train_options_default(gptc_train_options *o);

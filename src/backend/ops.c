@@ -287,8 +287,12 @@ static size_t cut_at(size_t x, size_t base, size_t n) {
     return (x - base) & ~(size_t)15;
 }
 
-/* Whether entry `slot` of the bound table came from a plugin (which is called only from this thread). */
-static bool from_plugin(const gptc_backend *be, size_t slot) { return be->k->labels && be->k->labels[slot]; }
+/* Whether entry `slot` is called from this thread only, buffer by buffer: it came from a plugin, or the
+ * backend is not the CPU (a device's entries queue work on its stream; a parallel region would only
+ * split the launches). */
+static bool from_plugin(const gptc_backend *be, size_t slot) {
+    return (be->k->labels && be->k->labels[slot]) || be->mem != gptc_backend_cpu_memory();
+}
 
 void gptc_be_zero(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int count, float *const bufs[],
                   const size_t n[]) {

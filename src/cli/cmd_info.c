@@ -1,6 +1,7 @@
-/* cmd_info.c — `gptc info`: the CPU's features, the kernel variant of every operator, the measured FLOP/s
+/* cmd_info.c — `gptc info`: the CPU's features, the CUDA devices (a build with make CUDA=1), the kernel variant of every operator, the measured FLOP/s
  * peaks and memory bandwidth, presets. */
 #include "cli/commands.h"
+#include "backend/cuda.h"
 #include "core/core.h"
 #include "kernels/kernels.h"
 #include "kernels/gemm/gemm_driver.h"
@@ -12,7 +13,7 @@
 
 int gptc_cmd_info(int argc, char **argv) {
     if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
-        printf("usage: gptc info\nShows the CPU, the kernel variant of every operator, the measured FMA peaks and memory bandwidth, the model presets and the GELU forms.\n");
+        printf("usage: gptc info\nShows the CPU, the CUDA devices (built with make CUDA=1), the kernel variant of every operator, the measured FMA peaks and memory bandwidth, the model presets and the GELU forms.\n");
         return 0;
     }
     if (argc > 0) {
@@ -32,6 +33,18 @@ int gptc_cmd_info(int argc, char **argv) {
     printf("family %d model %d%s; caches: L1d %ld KiB, L2 %ld KiB per core, L3 %ld MiB (0: unknown)\n", c->family,
            c->model, c->fma512_half_width ? ", 512-bit FMAs at half width" : "", c->l1d_bytes >> 10,
            c->l2_bytes >> 10, c->l3_bytes >> 20);
+    if (!gptc_cuda_built()) {
+        printf("gpus: built without CUDA (make CUDA=1)\n");
+    } else {
+        int n = gptc_cuda_device_count();
+        printf("gpus: %d CUDA device%s%s\n", n, n == 1 ? "" : "s", n ? " (gptc train --device cuda:N)" : "");
+        for (int i = 0; i < n; i++) {
+            gptc_cuda_device_info d;
+            if (gptc_cuda_device_info_get(i, &d)) continue;
+            printf("  cuda:%d %s, %d SMs, compute capability %d.%d, memory %.1f GiB (%.1f GiB free)\n", i, d.name, d.sms,
+                   d.cc_major, d.cc_minor, d.mem_total / 1073741824.0, d.mem_free / 1073741824.0);
+        }
+    }
     const gptc_kernels *k = gptc_kernels_get();
     for (int b = 0; b < 2; b++) {
         const gptc_gemm_isa *g = b ? k->gemm_bf16_isa : k->gemm_isa;

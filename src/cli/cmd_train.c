@@ -4,6 +4,7 @@
  * every rank runs it; only rank 0 prints, and a failure is printed once, by rank 0, naming the rank
  * it came from (or, when only one rank knows of it, by that rank, which ends the job). */
 #include "cli/commands.h"
+#include "backend/cuda.h"
 #include "cli/options.h"
 #include "cli/train_log.h"
 #include "core/core.h"
@@ -253,6 +254,11 @@ static bool settle(train_cli *c, const bool *given) {
         free(env_list);
         c->t.op_plugins = env_list = all;
     }
+    /* --device, or GPTC_DEVICE without the flag: refused here (exit 2) on a build or machine without it */
+    const char *env_device = getenv("GPTC_DEVICE");
+    if (!given_flag(given, "device") && env_device && *env_device) c->t.device = env_device;
+    int device;
+    if (gptc_device_parse(c->t.device, &device)) return false;
     /* a rank that stops without dying must not hang the others (see src/dist/watchdog.c) */
     if (gptc_dist_set_comm_timeout(c->comm_timeout)) return false;
     if (c->numa) c->pin = 1; /* first touch places pages by the thread that writes them: keep threads put */
@@ -300,7 +306,13 @@ static bool probe(progress *p, const train_cli *c, int rank) {
     }
     gptc_alloc_set_first_touch(c->numa);
     if (rank == 0) {
-        p->peak = gptc_peak_cached(NULL, c->t.dtype == GPTC_PRECISION_BF16, p->threads, &p->peak_kind, &p->peak_cached);
+        int device;
+        if (gptc_device_parse(c->t.device, &device) == GPTC_OK && device >= 0) { /* the GPU's peak, not the CPU's */
+            p->peak = gptc_cuda_peak_gflops(device, c->t.dtype == GPTC_PRECISION_BF16, &p->peak_kind);
+            p->peak_cached = true;
+        } else {
+            p->peak = gptc_peak_cached(NULL, c->t.dtype == GPTC_PRECISION_BF16, p->threads, &p->peak_kind, &p->peak_cached);
+        }
         p->peak *= gptc_dist_world();
         p->bw = gptc_triad_cached(NULL, p->threads, c->t.profile != NULL, &p->bw_cached);
     }

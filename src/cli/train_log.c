@@ -17,6 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Whether the run trains on a CUDA device (--device cuda[:N]): its MFU is against the GPU's datasheet peak. */
+static bool on_gpu(const progress *p) { return p->c->t.device && strncmp(p->c->t.device, "cuda", 4) == 0; }
+
 static void fmt_eta(char *buf, size_t cap, double s) {
     if (!(s >= 0) || s > 1e7) snprintf(buf, cap, "?");
     else if (s >= 3600) snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
@@ -116,10 +119,14 @@ static int on_start(progress *p, const gptc_step_info *in) {
                m->layers, m->heads, m->channels, m->context, m->vocab, gptc_padded_vocab(m->vocab),
                gptc_gelu_name(m->gelu), gptc_model_num_params(m) / 1e6, t->batch, t->seq,
                world > 1 ? " per rank x ranks" : "", in->tokens_per_update,
-               gptc_precision_name(t->dtype), gptc_recompute_name(t->recompute), gptc_kernels_get()->variant,
+               gptc_precision_name(t->dtype), gptc_recompute_name(t->recompute),
+               t->device && strncmp(t->device, "cuda", 4) == 0 ? t->device : gptc_kernels_get()->variant,
                p->threads, p->pinned);
         if (*gptc_op_plugins_active()) printf("op plugins: %s\n", gptc_op_plugins_active());
-        if (p->peak > 0)
+        if (p->peak > 0 && on_gpu(p))
+            printf("MFU against the %s peak %.1f GFLOP/s of %s, %.3g model FLOPs/token\n", p->peak_kind, p->peak,
+                   t->device, p->flops);
+        else if (p->peak > 0)
             printf("MFU against the %s peak %.1f GFLOP/s on %d threads%s (%s), %.3g model FLOPs/token\n", p->peak_kind,
                    p->peak, p->threads, world > 1 ? " x ranks" : "", p->peak_cached ? "cached" : "measured now", p->flops);
         if (p->bw > 0)
@@ -331,14 +338,18 @@ void train_log_summary(progress *p, const gptc_train_result *r) {
     /* MFU against the peak measured (or read from the cache) at the start, on the threads the run used:
      * for bf16 the vdpbf16ps peak where the CPU has AVX512_BF16 (else bf16 runs on fp32 FMAs: the fp32 peak) */
     double achieved = r->tokens_per_s * p->flops / 1e9;
-    if (p->peak > 0 && achieved > p->peak) {
+    if (p->peak > 0 && on_gpu(p)) {
+        printf("train: %.3g model FLOPs/token, %.1f GFLOP/s achieved, %s peak %.1f GFLOP/s, MFU %.1f%%\n", p->flops,
+               achieved, p->peak_kind, p->peak, 100.0 * achieved / p->peak);
+    }
+    if (p->peak > 0 && !on_gpu(p) && achieved > p->peak) {
         /* a cached peak below what the run achieved was probed on a busy machine: probe again, keep the larger */
         double was = p->peak;
         p->peak = gptc_peak_remeasure(NULL, p->c->t.dtype == GPTC_PRECISION_BF16, p->threads) * r->world;
         printf("train: the cached %s peak %.1f GFLOP/s is below the %.1f achieved (it was probed on a busy machine); "
                "measured again: %.1f GFLOP/s, cached\n", p->peak_kind, was, achieved, p->peak);
     }
-    if (p->peak > 0)
+    if (p->peak > 0 && !on_gpu(p))
         printf("train: %.3g model FLOPs/token, %.1f GFLOP/s achieved, measured %s peak %.1f GFLOP/s on %d threads%s, "
                "MFU %.1f%%\n",
                p->flops, achieved, p->peak_kind, p->peak, p->threads, r->world > 1 ? " x ranks" : "", 100.0 * achieved / p->peak);

@@ -143,6 +143,9 @@ typedef struct gptc_model {
     /* The backend the model runs on, bound by gptc_model_bind_kernels from k, precision and fuse: the
      * training step (forward.c) and decoding (decode.c, fp32 on be.k) call nothing else. */
     gptc_backend be;
+    /* On a CUDA device (gptc_model_init_on): be.mem is the device's memory and k its table (backend/cuda.h);
+     * false (memset 0): the CPU. */
+    bool cuda;
     int B, T;
     float *act_arena, *dact_arena;
     size_t act_floats, dact_floats;
@@ -177,8 +180,11 @@ size_t gptc_model_arena_floats(const gptc_model_config *cfg);
 /* The tensor table gptc_model_init would make for cfg (names, shapes, offsets) into out, without
  * allocating the arena; returns the count (out NULL: only the count). For the planner. */
 int gptc_model_tensor_table(const gptc_model_config *cfg, gptc_tensor_desc *out);
-/* Plans and allocates the parameter arena (zeroed). */
+/* Plans and allocates the parameter arena (zeroed), on the CPU. */
 gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg);
+/* The same on device: -1 the CPU, N >= 0 CUDA device N (selected for the process, gptc_cuda_select; the
+ * model's memory and table are then the CUDA backend's). */
+gptc_status gptc_model_init_on(gptc_model *m, const gptc_model_config *cfg, int device);
 void gptc_model_free(gptc_model *m);
 /* GPT-2 initialisation: weights N(0, 0.02), residual projections (attn.c_proj, mlp.c_proj)
  * N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1; deterministic in seed. */
@@ -188,7 +194,7 @@ void gptc_model_init_weights(gptc_model *m, uint64_t seed);
  * by m->fuse, the recompute level m->recompute and the precision m->precision (set all before);
  * binds the kernels (gptc_model_bind_kernels). */
 gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T);
-/* Binds m->be to the CPU memory, the table m->k, m->precision and m->fuse (done by gptc_model_init and
+/* Binds m->be to the model's memory (the CPU's, or the CUDA device's when m->cuda), the table m->k, m->precision and m->fuse (done by gptc_model_init and
  * gptc_model_alloc_train; call again after changing m->k, m->precision or m->fuse). */
 void gptc_model_bind_kernels(gptc_model *m);
 /* Bytes of the activation arena and of the activation-gradient arena gptc_model_alloc_train plans
@@ -238,6 +244,9 @@ typedef struct gptc_kv_cache {
     float *k, *v;           /* (L, maxT, C) */
     float *x, *xn, *qkv, *atty, *tmp, *fch, *att; /* (C), (C), (3C), (C), (C), (4C), (NH,maxT) */
     float *logits;          /* (Vp) */
+    int *token;             /* (1) the step's token, and mean, rstd (2) the LayerNorms' statistics: backend
+                             * memory, as every operator argument must be */
+    float *stats;
     float *arena;
     const gptc_backend_memory *mem; /* the backend memory the arena came from */
 } gptc_kv_cache;

@@ -2,6 +2,7 @@
  * backend's memory, points the views into them, binds the backend, and applies GPT-2's
  * initialisation. The tensor tables and view arrays are host memory (gptc_alloc). */
 #include "model/gpt2.h"
+#include "backend/cuda.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -105,13 +106,17 @@ static void point_views(gptc_model *m, float *base, gptc_weights *w) {
     w->lnfb = base + m->tensors[i++].offset;
 }
 
-gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg) {
+gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg) { return gptc_model_init_on(m, cfg, -1); }
+
+gptc_status gptc_model_init_on(gptc_model *m, const gptc_model_config *cfg, int device) {
     memset(m, 0, sizeof *m);
     gptc_status st = gptc_model_config_check(cfg);
     if (st) return st;
+    if (device >= 0 && (st = gptc_cuda_select(device))) return st;
     m->cfg = *cfg;
     m->Vp = gptc_padded_vocab(cfg->vocab);
-    m->k = gptc_kernels_get();
+    m->cuda = device >= 0;
+    m->k = m->cuda ? gptc_cuda_kernels() : gptc_kernels_get();
     gptc_model_bind_kernels(m);
     const gptc_backend_memory *mem = m->be.mem;
     int L = cfg->layers;
@@ -298,7 +303,7 @@ void gptc_model_act_bytes(const gptc_model_config *cfg, int B, int T, bool naive
 }
 
 void gptc_model_bind_kernels(gptc_model *m) {
-    gptc_backend_bind(&m->be, gptc_backend_cpu_memory(), m->k, m->precision, m->fuse);
+    gptc_backend_bind(&m->be, m->cuda ? gptc_cuda_memory() : gptc_backend_cpu_memory(), m->k, m->precision, m->fuse);
 }
 
 /* the [L] pointer arrays of gptc_acts, in one block: 4 per-layer fields of either storage (void *:

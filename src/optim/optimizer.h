@@ -35,6 +35,8 @@ typedef struct gptc_ostate {
     size_t blk_lo, nblocks;                 /* int8 only (0 otherwise) */
     void *buf[GPTC_OPTIM_MAX_STATES];       /* (hi - lo) elements each */
     float *absmax[GPTC_OPTIM_MAX_STATES];   /* int8: nblocks floats each; NULL otherwise */
+    const gptc_backend_memory *mem;         /* where gptc_ostate_alloc took the buffers (the model's backend
+                                             * memory), NULL for a state wrapping the caller's buffers */
 } gptc_ostate;
 
 typedef struct gptc_optimizer_kind {

@@ -60,6 +60,7 @@ size_t gptc_ostate_bytes(const gptc_optimizer_kind *k, gptc_ostate_type t, size_
 gptc_status gptc_ostate_alloc(gptc_ostate *st, const gptc_optimizer_kind *k, gptc_ostate_type t, const gptc_model *m,
                               size_t lo, size_t hi) {
     memset(st, 0, sizeof *st);
+    st->mem = m->be.mem ? m->be.mem : gptc_backend_cpu_memory(); /* the model's: the device's on a GPU */
     st->type = t;
     st->nstates = k->nstates;
     st->lo = lo;
@@ -72,12 +73,12 @@ gptc_status gptc_ostate_alloc(gptc_ostate *st, const gptc_optimizer_kind *k, gpt
     if (!n) return GPTC_OK;
     for (int s = 0; s < k->nstates; s++) {
         size_t bytes = n * gptc_ostate_elem(t);
-        if (!(st->buf[s] = gptc_alloc(bytes, "optimizer state"))) goto fail;
-        memset(st->buf[s], 0, bytes);
+        if (!(st->buf[s] = st->mem->alloc(bytes, "optimizer state"))) goto fail;
+        st->mem->memset(st->buf[s], 0, bytes);
         if (t == GPTC_OSTATE_INT8) {
             size_t sb = (st->nblocks ? st->nblocks : 1) * sizeof(float);
-            if (!(st->absmax[s] = gptc_alloc(sb, "optimizer state scales"))) goto fail;
-            memset(st->absmax[s], 0, sb);
+            if (!(st->absmax[s] = st->mem->alloc(sb, "optimizer state scales"))) goto fail;
+            st->mem->memset(st->absmax[s], 0, sb);
         }
     }
     return GPTC_OK;
@@ -88,8 +89,13 @@ fail:
 
 void gptc_ostate_free(gptc_ostate *st) {
     for (int s = 0; s < GPTC_OPTIM_MAX_STATES; s++) {
-        gptc_free(st->buf[s]);
-        gptc_free(st->absmax[s]);
+        if (st->mem) { /* allocated by gptc_ostate_alloc */
+            st->mem->free(st->buf[s]);
+            st->mem->free(st->absmax[s]);
+        } else {
+            gptc_free(st->buf[s]);
+            gptc_free(st->absmax[s]);
+        }
         st->buf[s] = NULL;
         st->absmax[s] = NULL;
     }

@@ -38,9 +38,9 @@ void trainer_free(trainer *t) {
     free(t->sample);
     gptc_guard_free(&t->guard);
     free(t->guard_buf);
+    gptc_ostate_free(&t->ostate); /* from the model's backend memory (gptc_ostate_alloc) */
     gptc_model_free(&t->model);
     gptc_op_plugins_free(t->plugins);
-    gptc_ostate_free(&t->ostate);
     gptc_loader_close(&t->train);
     gptc_loader_close(&t->val);
     gptc_free(t->inputs);

@@ -6,6 +6,7 @@
 #include "io/io.h"
 #include "model/plan.h"
 #include "train/profile_report.h"
+#include "backend/cuda.h"
 
 #include <limits.h>
 #include <math.h>
@@ -24,6 +25,9 @@ void gptc_train_options_default(gptc_train_options *o) {
 /* The ranges of train/hparams.def, then what no single range says. Options are named by their field,
  * in single quotes (train/hparams.h). */
 static gptc_status check_options(const gptc_train_options *o, int world) {
+    int device;
+    gptc_status dst = gptc_device_parse(o->device, &device); /* refused before the data is opened */
+    if (dst) return dst;
     gptc_status st;
     if ((st = gptc_hp_check(o))) return st;
     const gptc_optimizer_kind *opt = gptc_optimizer_find(o->optimizer);
@@ -215,7 +219,17 @@ static gptc_status open_data(trainer *t, const gptc_train_options *o) {
 /* The model's buffers and kernels, with the custom operators validated at this run's shapes. */
 static gptc_status open_model(trainer *t, const gptc_train_options *o) {
     gptc_status st;
-    if ((st = gptc_model_init(&t->model, &o->model))) return st;
+    int device; /* --device: -1 the CPU, else the CUDA device (backend/cuda.h) */
+    if ((st = gptc_device_parse(o->device, &device))) return st;
+    if (device >= 0) { /* what the CUDA backend's first slice does not run yet */
+        if (o->op_plugins && *o->op_plugins)
+            return gptc_fail(GPTC_ERR_ARG, "'op_plugins': operator plugins are CPU code; not with 'device' %s", o->device);
+        if (t->world > 1)
+            return gptc_fail(GPTC_ERR_ARG, "'device' %s: data parallel (mpirun) on CUDA is not done yet", o->device);
+        if (o->optimizer && strcmp(o->optimizer, "adamw") != 0)
+            return gptc_fail(GPTC_ERR_ARG, "'optimizer' %s: only adamw runs on 'device' %s so far", o->optimizer, o->device);
+    }
+    if ((st = gptc_model_init_on(&t->model, &o->model, device))) return st;
     gptc_model *m = &t->model;
     m->naive_attention = o->naive_attention;
     m->fuse = !o->no_fusion;
@@ -260,6 +274,8 @@ static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
     bool allocated = gptc_ostate_alloc(&t->ostate, t->opt, type, m, t->lo, t->hi) == GPTC_OK;
     gptc_alloc_stats(&live1, NULL);
     t->optim_bytes = live1 - live0; /* measured, to set beside the plan's figure */
+    if (m->be.mem != gptc_backend_cpu_memory()) /* device memory: not gptc_alloc's to count */
+        t->optim_bytes = (size_t)t->opt->nstates * m->be.mem->block_bytes(share * sizeof(float));
     t->inputs = allocated ? gptc_alloc(sizeof(int) * o->batch * o->seq, "batch") : NULL;
     t->targets = t->inputs ? gptc_alloc(sizeof(int) * o->batch * o->seq, "batch") : NULL;
     if (!t->targets) return GPTC_ERR_NOMEM;

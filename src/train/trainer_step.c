@@ -155,6 +155,9 @@ static gptc_status update(trainer *t, const float *g, const step_outcome *s) {
     t->opt->update(&t->model, o, g, &t->ostate, t->lo, t->hi, s->hv.lr, s->hv.weight_decay, scale, t->state.step + 1);
     if (!o->zero) {
         gptc_model_params_changed(&t->model, t->lo, t->hi);
+        /* a device backend runs the update asynchronously; the checkpoint writer, the guard's rollback and
+         * the evaluation read or write the arenas from the host after the step (a no-op on the CPU) */
+        t->model.be.mem->synchronize();
         return GPTC_OK;
     }
     gptc_prof_begin(GPTC_PROF_COMM, "comm.allgather_params", -1);

@@ -8,8 +8,7 @@
 
 int gptc_dropout_keep(uint64_t seed, uint64_t stream, size_t i, float p) {
     uint32_t w[4];
-    uint64_t g = i / 4;
-    gptc_philox4x32(w, (uint32_t)g, (uint32_t)(g >> 32), (uint32_t)stream, (uint32_t)(stream >> 32), seed);
+    gptc_dropout_word4(w, seed, stream, i / 4);
     return (w[i % 4] >> 8) >= gptc_flash_threshold(p);
 }
 
@@ -24,7 +23,7 @@ void gptc_dropout_apply(float *out, const float *in, size_t n, float p, uint64_t
 #pragma omp parallel for schedule(static)
     for (long g = 0; g < groups; g++) {
         uint32_t w[4];
-        gptc_philox4x32(w, (uint32_t)g, (uint32_t)((uint64_t)g >> 32), (uint32_t)stream, (uint32_t)(stream >> 32), seed);
+        gptc_dropout_word4(w, seed, stream, (uint64_t)g);
         for (size_t j = 0; j < 4; j++) {
             size_t i = (size_t)g * 4 + j;
             if (i < n) out[i] = (w[j] >> 8) >= threshold ? in[i] * scale : 0.0f;
