@@ -185,9 +185,11 @@ static gptc_status check_memory(const trainer *t, const gptc_train_options *o) {
     size_t have = gptc_machine_memory();
     if (have && plan.total > have)
         return gptc_fail(GPTC_ERR_ARG,
-                         "'batch' %d 'seq' %d 'dtype' %s 'recompute' %s: this run needs %.1f GiB but the machine has "
-                         "%.1f GiB; use a smaller model, 'batch' or 'seq', or more 'recompute' (see gptc plan)",
+                         "'batch' %d 'seq' %d 'dtype' %s 'recompute' %s 'optim_state' %s%s: this run needs %.1f GiB but "
+                         "the machine has %.1f GiB; use a smaller model, 'batch' or 'seq', more 'recompute', 'optim_state' "
+                         "int8 or 'fused_update' (see gptc plan)",
                          o->batch, o->seq, gptc_precision_name(o->dtype), gptc_recompute_name(o->recompute),
+                         o->optim_state ? o->optim_state : "fp32", o->fused_update ? " 'fused_update'" : "",
                          plan.total / 1073741824.0, have / 1073741824.0);
     return GPTC_OK;
 }
