@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 
 typedef void (*test_fn)(void);
 void test_register(const char *name, test_fn fn);
@@ -94,6 +95,8 @@ double test_rel_err_d(const double *a, const double *b, size_t n);
 /* Fresh malloc'd float arrays (free with free()): N(0, scale^2) draws from r, zeros, a copy of x. */
 struct gptc_rng;
 float *test_randn_f(struct gptc_rng *r, size_t n, double scale);
+/* The next uniform [-1, 1) float of the xorshift64 stream *state (each test file keeps its own). */
+float test_uniform(uint64_t *state);
 float *test_zeros_f(size_t n);
 float *test_copy_f(const float *x, size_t n);
 

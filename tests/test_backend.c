@@ -111,12 +111,7 @@ TEST(backend_cpu_memory_is_the_counted_allocator) {
  * on each buffer, for 1, 2 and 3 threads (the cuts fall inside buffers, at ragged lengths) */
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) { /* uniform [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) * (1.0 / (1ull << 23)) - 1.0);
-}
+static float frand(void) { return test_uniform(&g_rng); } /* uniform [-1, 1) */
 
 TEST(backend_zero_several_buffers_in_one_region) {
     static const size_t lens[] = {1, 17, 0, 100003, 33, 70000, 5};

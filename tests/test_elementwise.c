@@ -43,12 +43,7 @@ static const int k_shapes[][2] = {{1, 1}, {3, 7}, {5, 17}, {2, 33}, {9, 100}, {7
                                      * entries relative to their largest (SIMD; ref: TOL_CE_REF, as above) */
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) { /* uniform [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) * (1.0 / (1ull << 23)) - 1.0);
-}
+static float frand(void) { return test_uniform(&g_rng); } /* uniform [-1, 1) */
 static float *rnd(size_t n, float scale) {
     float *a = malloc((n ? n : 1) * sizeof *a);
     for (size_t i = 0; i < n; i++) a[i] = frand() * scale;

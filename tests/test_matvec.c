@@ -18,12 +18,7 @@ static const char *const k_levels[] = {"ref", "avx2", "avx512"};
 #define NLEVELS 3
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) { /* uniform [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) * (1.0 / (1ull << 23)) - 1.0);
-}
+static float frand(void) { return test_uniform(&g_rng); } /* uniform [-1, 1) */
 
 static const float k_sentinel = -7.25f;
 

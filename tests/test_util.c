@@ -126,6 +126,12 @@ float *test_randn_f(struct gptc_rng *r, size_t n, double scale) {
     for (size_t i = 0; i < n; i++) x[i] = (float)(scale * gptc_rng_normal(r));
     return x;
 }
+float test_uniform(uint64_t *state) {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return (float)((*state >> 40) * (1.0 / (1ull << 23)) - 1.0);
+}
 float *test_zeros_f(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 float *test_copy_f(const float *x, size_t n) {
     float *y = malloc((n ? n : 1) * sizeof *y);

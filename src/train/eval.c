@@ -156,10 +156,10 @@ static gptc_status byte_lengths(const gptc_tokenizer *tok, int vocab, int **out)
     return GPTC_OK;
 }
 
-/* The model at ckpt (anything --init reads) into *m on the trainer's fp32 fused path, its config in *cfg,
- * its tokenizer's name in tokname and the folder it was found in, dir. */
-static gptc_status load_model(const char *ckpt, char *dir, size_t dircap, gptc_model *m, gptc_model_config *cfg,
-                              char *tokname, size_t tokcap) {
+/* The model at ckpt (anything --init reads): the folder it was found in (dir), its config and its
+ * tokenizer's name, read without loading the weights. */
+static gptc_status find_model(const char *ckpt, char *dir, size_t dircap, gptc_model_config *cfg, char *tokname,
+                              size_t tokcap) {
     bool found;
     gptc_status st = gptc_ckpt_find(ckpt, dir, dircap, &found);
     if (st) return gptc_fail_prefix(st, "'ckpt'");
@@ -167,6 +167,12 @@ static gptc_status load_model(const char *ckpt, char *dir, size_t dircap, gptc_m
         return gptc_fail(GPTC_ERR_IO, "'ckpt' %s: no checkpoint found (expected a folder written by `gptc train 'ckpt'`, "
                          "a Hugging Face GPT-2 folder or an llm.c .bin)", ckpt);
     if ((st = gptc_ckpt_read_config(dir, cfg, tokname, tokcap))) return gptc_fail_prefix(st, "'ckpt'");
+    return GPTC_OK;
+}
+
+/* The weights found in dir into *m (of config cfg), set up for the trainer's fp32 fused path. */
+static gptc_status load_model(const char *dir, const gptc_model_config *cfg, gptc_model *m) {
+    gptc_status st;
     if ((st = gptc_model_init(m, cfg))) return st;
     if ((st = gptc_ckpt_load(dir, m, NULL, NULL, NULL))) return gptc_fail_prefix(st, "'ckpt'");
     m->fuse = true; /* the trainer's default path: chunked classifier, fused residual+LayerNorm, fp32 */
@@ -187,8 +193,8 @@ gptc_status gptc_eval_hellaswag(const char *ckpt, const char *file, int threads,
     gptc_model m = {0};
     gptc_tokenizer *tz = NULL;
     gptc_mc_set set = {0};
-    gptc_status st = load_model(ckpt, dir, sizeof dir, &m, &cfg, tokname, sizeof tokname);
-    if (st) goto done;
+    gptc_status st = find_model(ckpt, dir, sizeof dir, &cfg, tokname, sizeof tokname);
+    if (st || (st = load_model(dir, &cfg, &m))) goto done;
     if (!tokname[0]) {
         st = gptc_fail(GPTC_ERR_STATE, "'ckpt' %s: names no tokenizer, so the text cannot be tokenized", ckpt);
         goto done;
@@ -231,15 +237,10 @@ gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r) {
 
     /* the model's description first: the window and the tokenizer come from it */
     char dir[4096];
-    bool found;
-    gptc_status st = gptc_ckpt_find(o->ckpt, dir, sizeof dir, &found);
-    if (st) return gptc_fail_prefix(st, "'ckpt'");
-    if (!found)
-        return gptc_fail(GPTC_ERR_IO, "'ckpt' %s: no checkpoint found (expected a folder written by `gptc train 'ckpt'`, "
-                         "a Hugging Face GPT-2 folder or an llm.c .bin)", o->ckpt);
     gptc_model_config cfg;
     char tokname[32];
-    if ((st = gptc_ckpt_read_config(dir, &cfg, tokname, sizeof tokname))) return gptc_fail_prefix(st, "'ckpt'");
+    gptc_status st = find_model(o->ckpt, dir, sizeof dir, &cfg, tokname, sizeof tokname);
+    if (st) return st;
     int T = o->seq ? o->seq : cfg.context;
     if (T > cfg.context)
         return gptc_fail(GPTC_ERR_ARG, "'seq' %d: longer than the model's context %d; use 'seq' %d or less", T, cfg.context,
@@ -290,15 +291,7 @@ gptc_status gptc_eval(const gptc_eval_options *o, gptc_eval_result *r) {
     if (tz && (st = byte_lengths(tz, cfg.vocab, &byte_len))) goto done;
 
     gptc_set_threads(o->threads);
-    if ((st = gptc_model_init(&m, &cfg))) goto done;
-    if ((st = gptc_ckpt_load(dir, &m, NULL, NULL, NULL))) {
-        st = gptc_fail_prefix(st, "'ckpt'");
-        goto done;
-    }
-    m.fuse = true; /* the trainer's default path: chunked classifier, fused residual+LayerNorm, fp32 */
-    m.naive_attention = false;
-    m.precision = GPTC_PRECISION_FP32;
-    m.recompute = GPTC_RECOMPUTE_NONE;
+    if ((st = load_model(dir, &cfg, &m))) goto done;
     gptc_eval_stream s = {tok, n, npaths, (const char *const *)paths}; /* ids checked there, before any forward */
     gptc_eval_result res;
     if ((st = gptc_eval_stream_run(&m, &s, T, S, o->batch, o->max_tokens, byte_len, &res))) {
