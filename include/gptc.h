@@ -138,6 +138,13 @@ typedef struct gptc_train_options {
     int fused_update;      /* 1: each layer's update inside the backward, one layer's gradients at a time (no
                             * whole-model gradient; two backward passes per step, for the exact global norm);
                             * needs total_batch = B*T (no accumulation) and one rank */
+    /* fine-tuning a part (src/model/gpt2.h gptc_pset): freeze fixes the tensors its patterns match (no gradient,
+     * no optimizer state); lora > 0 trains rank-lora adapters on the lora_targets linear layers with the base
+     * frozen whole, scaled by lora_alpha / lora (lora_alpha 0: = lora) */
+    const char *freeze;    /* NULL: none */
+    int lora;
+    float lora_alpha;
+    const char *lora_targets; /* "attn" (default), "mlp", "attn,mlp" or module names */
     /* the step guard (src/train/guard.h): a bad step — loss or gradient norm not finite, or with
      * skip_spikes a z-score above spike_z over the last spike_window good steps — drops its update
      * (every rank the same, agreed); more than bad_steps bad steps in a row roll the run back to its

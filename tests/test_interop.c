@@ -106,28 +106,28 @@ TEST(interop_round_trips_are_bit_exact) {
     char d[600], p[700], q[700];
     test_dir("interop-", "roundtrip", d, sizeof d);
     /* llm.c fp32 and bf16: the same file, byte for byte */
-    CHECK_OK(gptc_weights_export(FIX "/llmc_fp32.bin", "llmc", GPTC_F32, test_path(p, sizeof p, "%s/a.bin", d)));
+    CHECK_OK(gptc_weights_export(FIX "/llmc_fp32.bin", "llmc", GPTC_F32, test_path(p, sizeof p, "%s/a.bin", d), false));
     CHECK_MSG(same_file(p, FIX "/llmc_fp32.bin"), "llm.c fp32 round trip differs");
-    CHECK_OK(gptc_weights_export(FIX "/llmc_bf16.bin", "llmc", GPTC_BF16, test_path(p, sizeof p, "%s/b.bin", d)));
+    CHECK_OK(gptc_weights_export(FIX "/llmc_bf16.bin", "llmc", GPTC_BF16, test_path(p, sizeof p, "%s/b.bin", d), false));
     CHECK_MSG(same_file(p, FIX "/llmc_bf16.bin"), "llm.c bf16 round trip differs");
     /* Hugging Face: the same tensors (names, dtype, shape, bytes, order); prefixed names come back canonical */
-    CHECK_OK(gptc_weights_export(FIX "/hf", "hf", GPTC_F32, test_path(p, sizeof p, "%s/hf", d)));
+    CHECK_OK(gptc_weights_export(FIX "/hf", "hf", GPTC_F32, test_path(p, sizeof p, "%s/hf", d), false));
     check_same_tensors(FIX "/hf/model.safetensors", test_path(q, sizeof q, "%s/model.safetensors", p));
-    CHECK_OK(gptc_weights_export(FIX "/hf_prefixed", "hf", GPTC_F32, test_path(p, sizeof p, "%s/hf2", d)));
+    CHECK_OK(gptc_weights_export(FIX "/hf_prefixed", "hf", GPTC_F32, test_path(p, sizeof p, "%s/hf2", d), false));
     check_same_tensors(FIX "/hf/model.safetensors", test_path(q, sizeof q, "%s/model.safetensors", p));
     /* gptc's own export: the whole file again; across formats: llm.c -> hf -> llm.c */
-    CHECK_OK(gptc_weights_export(test_path(p, sizeof p, "%s/hf", d), "hf", GPTC_F32, test_path(q, sizeof q, "%s/hf3", d)));
+    CHECK_OK(gptc_weights_export(test_path(p, sizeof p, "%s/hf", d), "hf", GPTC_F32, test_path(q, sizeof q, "%s/hf3", d), false));
     char a[800], b[800];
     CHECK_MSG(same_file(test_path(a, sizeof a, "%s/model.safetensors", p), test_path(b, sizeof b, "%s/model.safetensors", q)),
               "hf export of an hf export differs");
     CHECK_MSG(same_file(test_path(a, sizeof a, "%s/config.json", p), test_path(b, sizeof b, "%s/config.json", q)),
               "config.json differs");
-    CHECK_OK(gptc_weights_export(FIX "/llmc_fp32.bin", "hf", GPTC_F32, test_path(p, sizeof p, "%s/from-llmc", d)));
-    CHECK_OK(gptc_weights_export(p, "llmc", GPTC_F32, test_path(q, sizeof q, "%s/c.bin", d)));
+    CHECK_OK(gptc_weights_export(FIX "/llmc_fp32.bin", "hf", GPTC_F32, test_path(p, sizeof p, "%s/from-llmc", d), false));
+    CHECK_OK(gptc_weights_export(p, "llmc", GPTC_F32, test_path(q, sizeof q, "%s/c.bin", d), false));
     CHECK_MSG(same_file(q, FIX "/llmc_fp32.bin"), "llm.c -> hf -> llm.c differs");
     /* bf16 via an fp32 model and a bf16 hf file: exact again */
-    CHECK_OK(gptc_weights_export(FIX "/llmc_bf16.bin", "hf", GPTC_BF16, test_path(p, sizeof p, "%s/hf-bf16", d)));
-    CHECK_OK(gptc_weights_export(p, "llmc", GPTC_BF16, test_path(q, sizeof q, "%s/d.bin", d)));
+    CHECK_OK(gptc_weights_export(FIX "/llmc_bf16.bin", "hf", GPTC_BF16, test_path(p, sizeof p, "%s/hf-bf16", d), false));
+    CHECK_OK(gptc_weights_export(p, "llmc", GPTC_BF16, test_path(q, sizeof q, "%s/d.bin", d), false));
     CHECK_MSG(same_file(q, FIX "/llmc_bf16.bin"), "llm.c bf16 -> hf bf16 -> llm.c bf16 differs");
 }
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 static const gptc_model_config k_cfg = {.layers = 2, .heads = 4, .channels = 128, .context = 256, .vocab = 512};
-enum { B = 4, T = 200, NCASES = 8 };
+enum { B = 4, T = 200, NCASES = 10 };
 
 /* the settings of each measured case */
 static void case_request(int c, gptc_mem_request *r) {
@@ -25,12 +25,17 @@ static void case_request(int c, gptc_mem_request *r) {
     r->dtype = c >= 2 ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
     const gptc_recompute rc[NCASES] = {GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_GELU, GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_ATTN,
                                        GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_BLOCK,
-                                       GPTC_RECOMPUTE_BLOCK};
+                                       GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_NONE};
     r->recompute = rc[c];
     r->fused_update = c == 4 || c == 7;
     /* the compact optimizer states (--optim-state): int8 (codes and a scale per block), bf16; case 7 is the
      * smallest setting, bf16 with block recompute, int8 state and the fused update */
-    r->optim_state = c == 5 || c == 7 ? "int8" : c == 6 ? "bf16" : NULL;
+    r->optim_state = c == 5 || c == 7 || c == 8 ? "int8" : c == 6 ? "bf16" : NULL;
+    /* fine-tuning a part: LoRA r=8 on every linear layer (bf16, block recompute), and --freeze in fp32 */
+    r->lora = c == 8 ? 8 : 0;
+    r->lora_targets = c == 8 ? "attn,mlp" : NULL;
+    r->freeze = c == 9 ? "wte,wpe,h.0.*" : NULL;
+    if (c >= 8) r->dtype = c == 8 ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
 }
 
 /* --fused-update's per-layer update (the trainer's hook, trainer_step.c, in small) */
@@ -67,12 +72,19 @@ TEST(plan_alloc_child) {
     m.precision = r.dtype;
     m.recompute = r.recompute;
     m.fused_update = r.fused_update;
+    int nfrozen;
+    if (r.freeze) CHECK_OK(gptc_model_freeze(&m, r.freeze, &nfrozen));
+    unsigned targets;
+    if (r.lora) {
+        CHECK_OK(gptc_lora_targets_parse(r.lora_targets, &targets));
+        CHECK_OK(gptc_model_lora_attach(&m, r.lora, 16.0f, targets, 1));
+    }
     CHECK_OK(gptc_model_alloc_train(&m, B, T));
     gptc_ostate_type type = GPTC_OSTATE_FP32;
     if (r.optim_state) gptc_ostate_parse(r.optim_state, &type);
     const gptc_optimizer_kind *adamw = gptc_optimizer_find("adamw");
     gptc_ostate st;
-    CHECK_OK(gptc_ostate_alloc(&st, adamw, type, &m, 0, m.num_floats));
+    CHECK_OK(gptc_ostate_alloc(&st, adamw, type, &m, 0, m.ps.floats));
     int *in = gptc_alloc(sizeof(int) * B * T, "inputs"), *tg = gptc_alloc(sizeof(int) * B * T, "targets");
     for (int i = 0; i < B * T; i++) in[i] = (i * 7) % r.model.vocab, tg[i] = (i * 13 + 1) % r.model.vocab;
     gptc_model_zero_grad(&m);
@@ -86,7 +98,7 @@ TEST(plan_alloc_child) {
         gptc_model_backward_layers(&m);
         m.grads_ready = NULL;
     } else {
-        adamw->update(&m, &o, m.grads, &st, 0, m.num_floats, 1e-3f, 0.1f, 1.0f, 1);
+        adamw->update(&m, &o, m.grads, &st, 0, m.ps.floats, 1e-3f, 0.1f, 1.0f, 1);
     }
     gptc_model_forward(&m, in, tg, B, T);
     gptc_alloc_stats(&live1, &peak1);
@@ -116,11 +128,11 @@ TEST(plan_matches_allocations) {
         double err = planned ? ((double)planned - (double)peak) / (double)planned : 1;
         gptc_mem_request r;
         case_request(c, &r);
-        printf("    %s %s %s recompute %-5s state %s%s: planned %.2f MiB, allocated %.2f MiB at peak (%+.2f%%), %.2f MiB "
+        printf("    %s %s %s recompute %-5s state %s%s%s%s: planned %.2f MiB, allocated %.2f MiB at peak (%+.2f%%), %.2f MiB "
                "live\n",
                r.naive_attention ? "naive" : "flash", r.no_fusion ? "unfused" : "fused", gptc_precision_name(r.dtype),
                gptc_recompute_name(r.recompute), r.optim_state ? r.optim_state : "fp32",
-               r.fused_update ? " fused-update" : "", planned / 1048576.0, peak / 1048576.0, 100 * err, live / 1048576.0);
+               r.fused_update ? " fused-update" : "", r.lora ? " lora 8" : "", r.freeze ? " freeze" : "", planned / 1048576.0, peak / 1048576.0, 100 * err, live / 1048576.0);
         CHECK_MSG(fabs(err) <= 0.03, "case %d: planned %zu bytes, allocated %zu at peak", c, planned, peak);
         free(out);
     }

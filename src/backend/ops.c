@@ -84,6 +84,7 @@ void gptc_be_encoder_fwd(const gptc_backend *be, const char *site, float *out, c
 
 void gptc_be_encoder_bwd(const gptc_backend *be, const char *site, float *dwte, float *dwpe, const float *dout,
                          const int *inp, int B, int T, int C) {
+    if (!dwte && !dwpe) return;
     gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(encoder_bwd), site), -1);
     be->k->encoder_bwd(dwte, dwpe, dout, inp, B, T, C);
     double BT = (double)B * T, btc = (double)((size_t)B * T * C);
@@ -148,8 +149,10 @@ void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, 
                         int OC) {
     gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 1, N, IC, OC, dout, OC, w, OC, w16 ? GPTC_GEMM_B16 : 0, 0.0f, NULL,
                  dinp, IC);
-    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC, inp16 ? GPTC_GEMM_A16 : 0, 1.0f,
-                 NULL, dw, OC);
+    if (dw)
+        gptc_be_gemm(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC, inp16 ? GPTC_GEMM_A16 : 0, 1.0f,
+                     NULL, dw, OC);
+    if (!db) return;
     gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(bias_bwd), sites.db), l);
     be->k->bias_bwd(db, dout, N, OC);
     gptc_prof_end((double)N * OC, F32 * ((double)N * OC + 2.0 * OC));
@@ -184,6 +187,12 @@ void gptc_be_qkv_to_heads(const gptc_backend *be, const char *site, int l, float
     gptc_prof_begin(GPTC_PROF_FWD, span(be, SLOT(qkv_to_heads), site), l);
     be->k->qkv_to_heads(q, k, v, qkv, B, T, C, NH);
     gptc_prof_end(0, F32 * 6 * ((double)B * T * C));
+}
+
+void gptc_be_scale(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, float *x, float s, size_t n) {
+    gptc_prof_begin(cat, span(be, SLOT(scale), site), l);
+    be->k->scale(x, s, n);
+    gptc_prof_end((double)n, 2.0 * F32 * (double)n);
 }
 
 void gptc_be_to_bf16(const gptc_backend *be, const char *site, uint16_t *out, const float *x, size_t n) {

@@ -34,7 +34,7 @@ void gptc_be_optim_end(const gptc_backend *be, double flops, double bytes);
 /* out (B,T,C) = wte[inp] + wpe[t]; inp (B,T) */
 void gptc_be_encoder_fwd(const gptc_backend *be, const char *site, float *out, const int *inp, const float *wte,
                          const float *wpe, int B, int T, int C);
-/* dwte (Vp,C) +=, dwpe (maxT,C) += from dout (B,T,C) */
+/* dwte (Vp,C) +=, dwpe (maxT,C) += from dout (B,T,C); either NULL (frozen): not formed, both: no call */
 void gptc_be_encoder_bwd(const gptc_backend *be, const char *site, float *dwte, float *dwpe, const float *dout,
                          const int *inp, int B, int T, int C);
 
@@ -58,10 +58,13 @@ void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, in
  * fused, else its own pass); w16: w is the bf16 working copy of the weight (O2, model/gpt2.h params16) */
 void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const void *inp, bool inp16,
                         const void *w, bool w16, const float *b, int N, int IC, int OC);
-/* its backward: dinp (N,IC) = dout @ w^T (OVERWRITES), dw (IC,OC) += inp^T dout, db (OC) += column sums */
+/* its backward: dinp (N,IC) = dout @ w^T (OVERWRITES), dw (IC,OC) += inp^T dout, db (OC) += column sums;
+ * dw or db NULL (a frozen tensor): that product or sum is not run */
 void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float *db,
                         const float *dout, const void *inp, bool inp16, const void *w, bool w16, int N, int IC,
                         int OC);
+/* x (n) *= s (LoRA's alpha/r; span category cat) */
+void gptc_be_scale(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, float *x, float s, size_t n);
 /* out (n) = x rounded to bf16 (the O2 working copy of the weights; span category optimizer) */
 void gptc_be_to_bf16(const gptc_backend *be, const char *site, uint16_t *out, const float *x, size_t n);
 /* One product with the bound GEMM (the kernels.h contract), span category cat; in16 (GPTC_GEMM_A16,

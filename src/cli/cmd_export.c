@@ -10,6 +10,7 @@
 
 typedef struct export_cli {
     const char *ckpt, *format, *out, *dtype;
+    int merge_lora;
 } export_cli;
 
 #define F(field) offsetof(export_cli, field)
@@ -18,11 +19,12 @@ static const gptc_option g_export_opts[] = {
     {"format", OPT_STRING, F(format), "FMT", "hf (a folder: config.json + model.safetensors, tensors in name order) or llmc (one .bin file, llm.c's layout)", 0, 0},
     {"out", OPT_STRING, F(out), "PATH", "the folder (hf) or file (llmc) to write; replaced atomically", 0, 0},
     {"dtype", OPT_STRING, F(dtype), "D", "fp32, or bf16 (rounded to nearest even; llmc: version 5)", 0, 0},
+    {"merge-lora", OPT_FLAG, F(merge_lora), "", "fold the checkpoint's LoRA adapters into the weights (W += alpha/r A^T B^T); without it an hf folder gets the base weights and the adapter files beside them (a PEFT folder)", 0, 0},
 };
 #undef F
 
 static const gptc_command_spec g_export_cmd = {
-    "export", "gptc export --ckpt PATH --format hf|llmc --out PATH [--dtype fp32|bf16]",
+    "export", "gptc export --ckpt PATH --format hf|llmc --out PATH [--dtype fp32|bf16] [--merge-lora]",
     "Writes a model's weights as a Hugging Face GPT-2 folder or an llm.c checkpoint.",
     g_export_opts, sizeof g_export_opts / sizeof g_export_opts[0], NULL, sizeof(export_cli),
 };
@@ -46,7 +48,7 @@ int gptc_cmd_export(int argc, char **argv) {
         fprintf(stderr, "gptc: --dtype %s: expected fp32 or bf16\n", c.dtype);
         return 2;
     }
-    gptc_status st = gptc_weights_export(c.ckpt, c.format, dt, c.out);
+    gptc_status st = gptc_weights_export(c.ckpt, c.format, dt, c.out, c.merge_lora);
     if (st) {
         gptc_cli_error();
         return st == GPTC_ERR_NOMEM || st == GPTC_ERR_IO ? 1 : 2;

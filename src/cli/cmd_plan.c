@@ -12,8 +12,8 @@
 typedef struct plan_cli {
     const char *model;
     int batch, seq;
-    const char *dtype, *recompute, *optimizer, *optim_state;
-    int ranks, zero, threads;
+    const char *dtype, *recompute, *optimizer, *optim_state, *freeze, *lora_targets;
+    int ranks, zero, threads, lora;
     int naive_attention, no_fusion, fused_update, bytes;
     float memory_gib;
 } plan_cli;
@@ -33,6 +33,9 @@ static const gptc_option g_plan_opts[] = {
     {"naive-attention", OPT_FLAG, F(naive_attention), "", "plan for the attention that stores the T x T scores", 0, 0},
     {"no-fusion", OPT_FLAG, F(no_fusion), "", "plan for the unfused path (whole (B,T,V) logits)", 0, 0},
     {"fused-update", OPT_FLAG, F(fused_update), "", "plan for gptc train --fused-update (gradients of one layer at a time)", 0, 0},
+    {"freeze", OPT_STRING, F(freeze), "PATTERNS", "plan for gptc train --freeze (gradients and optimizer state of the other tensors only)", 0, 0},
+    {"lora", OPT_INT, F(lora), "R", "plan for gptc train --lora R (gradients and optimizer state of the adapters only)", 0, 65536},
+    {"lora-targets", OPT_STRING, F(lora_targets), "LIST", "as gptc train --lora-targets", 0, 0},
     {"memory", OPT_FLOAT, F(memory_gib), "GIB", "memory to fit in, GiB per rank (0: this machine's)", 0, 1e9},
     {"bytes", OPT_FLAG, F(bytes), "", "print the table in bytes, for scripts (bench/big_model.sh)", 0, 0},
 };
@@ -83,16 +86,20 @@ int gptc_cmd_plan(int argc, char **argv) {
     r.naive_attention = c.naive_attention;
     r.no_fusion = c.no_fusion;
     r.fused_update = c.fused_update;
+    r.freeze = c.freeze;
+    r.lora = c.lora;
+    r.lora_targets = c.lora_targets;
     gptc_mem_plan p;
     if (gptc_mem_plan_make(&r, &p)) {
         gptc_cli_error();
         return 2;
     }
     printf("plan: %s (%.1fM parameters), batch %d x %d, dtype %s, recompute %s, %s attention, %s, %d threads, "
-           "%d rank%s, zero %d%s\n",
+           "%d rank%s, zero %d%s%s%s\n",
            c.model, gptc_model_num_params(&r.model) / 1e6, r.batch, r.seq, c.dtype, c.recompute,
            r.naive_attention ? "naive" : "flash", r.no_fusion ? "unfused" : "fused", p.threads, r.ranks,
-           r.ranks == 1 ? "" : "s", r.zero, r.fused_update ? ", fused update" : "");
+           r.ranks == 1 ? "" : "s", r.zero, r.fused_update ? ", fused update" : "", c.lora ? ", LoRA" : "",
+           c.freeze ? ", frozen tensors" : "");
     const char *rows[] = {"parameters",  "bf16 weights copy", "gradients", "optimizer state",
                           "activations", "workspace",         "total per rank"};
     size_t vals[] = {p.params, p.weights16, p.grads, p.optim, p.acts, p.workspace, p.total};

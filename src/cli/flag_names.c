@@ -18,7 +18,7 @@ static const struct { const char *field, *flag; } g_extra[] = {
     {"profile_to", "profile-steps"},
     /* gptc_sample_options and gptc_weights_export's arguments (gptc sample, gptc export) */
     {"ckpt", "ckpt"}, {"tokens", "tokens"}, {"temperature", "temperature"}, {"top_k", "top-k"}, {"top_p", "top-p"},
-    {"format", "format"}, {"out", "out"},
+    {"format", "format"}, {"out", "out"}, {"merge_lora", "merge-lora"},
     /* gptc_eval_options (gptc eval; ckpt, data, seq, batch and threads as above) */
     {"stride", "stride"}, {"max_tokens", "max-tokens"}, {"train_split", "split"}, {"hellaswag", "hellaswag"},
     /* gptc_prepare_options (gptc prepare), the planner's request (gptc plan), and the rest of gptc train's */

@@ -31,7 +31,8 @@ typedef struct gptc_kernels {
 
     /* out (B,T,C) = wte[inp] (V,C) + wpe[t] (maxT,C); inp (B,T) */
     void (*encoder_fwd)(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C);
-    /* dwte (V,C) += , dwpe (maxT,C) += from dout (B,T,C) */
+    /* dwte (V,C) += , dwpe (maxT,C) += from dout (B,T,C); either may be NULL (a frozen embedding: not
+     * accumulated) */
     void (*encoder_bwd)(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C);
 
     /* out (N,C) = (inp - mean) * rstd * w + b; mean, rstd (N) saved for the backward */
@@ -191,6 +192,9 @@ typedef struct gptc_kernels {
      * bit for bit. Meant for a decode step's few rows (M = the samples); any M is correct. */
     void (*matvec)(int transW, int w16, int M, int N, int K, const float *x, int ldx, const void *W, int ldw,
                    const float *bias, float *out, int ldo);
+    /* x (n) *= s, elementwise (each element one multiply: the same bits at every level): LoRA's alpha/r on
+     * its (B*T, r) products */
+    void (*scale)(float *x, float s, size_t n);
 
     /* Not operators: the per-thread scratch (bytes as gptc_alloc counts them) the flash entries above
      * grow to over a forward and a backward at (T, HS), for the planner; set with them. */

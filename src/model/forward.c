@@ -33,6 +33,10 @@ static const void *W(const gptc_model *m, const float *w) {
 }
 #define W16(m) ((m)->params16 != NULL)
 
+/* A LayerNorm's dw, db gradient views, or for a frozen one (NULL view) the model's scratch (never read). */
+static float *GW(const gptc_model *m, float *dw) { return dw ? dw : m->gscratch; }
+static float *GB(const gptc_model *m, float *db) { return db ? db : m->gscratch + m->cfg.channels; }
+
 /* The input of block l (B,T,C): the embeddings, or the previous block's output. */
 static float *block_input(const gptc_model *m, int l) { return l == 0 ? m->a.encoded : m->a.residual3[l - 1]; }
 
@@ -70,6 +74,50 @@ static void gelu_forward(gptc_model *m, int l, int BT) {
                      (size_t)BT * 4 * m->cfg.channels);
 }
 
+/* ---- LoRA (gpt2.h gptc_lora): each adapted linear layer's out += scale (x A^T) B^T */
+static const char *const k_lora_fwd[GPTC_LORA_SITES] = {"qkv.lora.fwd", "attn.proj.lora.fwd", "mlp.fc.lora.fwd",
+                                                        "mlp.proj.lora.fwd"};
+static const char *const k_lora_bwd[GPTC_LORA_SITES] = {"qkv.lora.bwd", "attn.proj.lora.bwd", "mlp.fc.lora.bwd",
+                                                        "mlp.proj.lora.bwd"};
+
+/* site s of layer l's u (B*T, r): scale * x A^T, kept from the forward for the backward (each site's region
+ * holds the allocated m->B * m->T rows; a call uses the first BT) */
+static float *lora_u(const gptc_model *m, int l, int s) {
+    const gptc_lora *lr = m->lora;
+    return lr->u + ((size_t)l * GPTC_LORA_SITES + s) * (size_t)m->B * m->T * lr->rank;
+}
+
+/* out (BT,OC) += u B^T with u = scale * x A^T (BT,r); x (BT,IC), bf16 when x16 */
+static void lora_forward(gptc_model *m, int l, int s, float *out, const void *x, bool x16, int BT, int IC, int OC) {
+    const gptc_lora *lr = m->lora;
+    if (!lr || !lr->A[l * GPTC_LORA_SITES + s]) return;
+    int r = lr->rank;
+    float *u = lora_u(m, l, s);
+    const gptc_backend *be = &m->be;
+    gptc_be_gemm(be, GPTC_PROF_FWD, k_lora_fwd[s], l, 0, 1, BT, r, IC, x, IC, lr->A[l * GPTC_LORA_SITES + s], IC,
+                 x16 ? GPTC_GEMM_A16 : 0, 0.0f, NULL, u, r);
+    gptc_be_scale(be, GPTC_PROF_FWD, k_lora_fwd[s], l, u, lr->scale, (size_t)BT * r);
+    gptc_be_gemm(be, GPTC_PROF_FWD, k_lora_fwd[s], l, 0, 1, BT, OC, r, u, r, lr->B[l * GPTC_LORA_SITES + s], r, 0, 1.0f,
+                 NULL, out, OC);
+}
+
+/* its backward from dout (BT,OC): dB (OC,r) += dout^T u; du = scale * dout B (BT,r); dA (r,IC) += du^T x;
+ * dx (BT,IC) += du A */
+static void lora_backward(gptc_model *m, int l, int s, float *dx, const float *dout, const void *x, bool x16, int BT,
+                          int IC, int OC) {
+    const gptc_lora *lr = m->lora;
+    if (!lr || !lr->A[l * GPTC_LORA_SITES + s]) return;
+    int r = lr->rank, i = l * GPTC_LORA_SITES + s;
+    const gptc_backend *be = &m->be;
+    const char *site = k_lora_bwd[s];
+    gptc_be_gemm(be, GPTC_PROF_BWD, site, l, 1, 0, OC, r, BT, dout, OC, lora_u(m, l, s), r, 0, 1.0f, NULL, lr->gB[i], r);
+    gptc_be_gemm(be, GPTC_PROF_BWD, site, l, 0, 0, BT, r, OC, dout, OC, lr->B[i], r, 0, 0.0f, NULL, lr->du, r);
+    gptc_be_scale(be, GPTC_PROF_BWD, site, l, lr->du, lr->scale, (size_t)BT * r);
+    gptc_be_gemm(be, GPTC_PROF_BWD, site, l, 1, 0, r, IC, BT, lr->du, r, x, IC, x16 ? GPTC_GEMM_B16 : 0, 1.0f, NULL,
+                 lr->gA[i], IC);
+    gptc_be_gemm(be, GPTC_PROF_BWD, site, l, 0, 0, BT, IC, r, lr->du, r, lr->A[i], IC, 0, 1.0f, NULL, dx, IC);
+}
+
 /* Block l from its normalised input ln1[l] through fcproj[l] (B,T,C): everything but the block's
  * output residual3[l] and the LayerNorm after it. The forward and the block recompute share it. */
 static void block_forward(gptc_model *m, int l, int B, int T) {
@@ -78,17 +126,21 @@ static void block_forward(gptc_model *m, int l, int B, int T) {
     gptc_acts *a = &m->a;
     const gptc_layer *w = &m->w.layer[l];
     gptc_be_matmul_fwd(be, "qkv.fwd", l, a->qkv[l], a->ln1[l], a->act16, W(m, w->qkvw), W16(m), w->qkvb, BT, C, 3 * C);
+    lora_forward(m, l, GPTC_LORA_QKV, a->qkv[l], a->ln1[l], a->act16, BT, C, 3 * C);
     attention_forward(m, l, B, T);
     gptc_be_matmul_fwd(be, "attn.proj.fwd", l, a->attproj[l], a->atty[l], a->atty16, W(m, w->attprojw), W16(m), w->attprojb, BT, C,
                        C);
+    lora_forward(m, l, GPTC_LORA_ATTPROJ, a->attproj[l], a->atty[l], a->atty16, BT, C, C);
     gptc_be_dropout_fwd(be, "attn.dropout.fwd", l, a->attproj[l], (size_t)BT * C, m->dropout, m->dropout_seed,
                         drop_stream(DROP_ATTN_RES, l));
     gptc_be_residual_layernorm_fwd(be, "res+ln2.fwd", l, a->residual2[l], a->ln2[l], a->act16, a->ln2_mean[l],
                                    a->ln2_rstd[l], block_input(m, l), a->attproj[l], w->ln2w, w->ln2b, BT, C);
     gptc_be_matmul_fwd(be, "mlp.fc.fwd", l, a->fch[l], a->ln2[l], a->act16, W(m, w->fcw), W16(m), w->fcb, BT, C, 4 * C);
+    lora_forward(m, l, GPTC_LORA_FC, a->fch[l], a->ln2[l], a->act16, BT, C, 4 * C);
     gelu_forward(m, l, BT);
     gptc_be_matmul_fwd(be, "mlp.proj.fwd", l, a->fcproj[l], a->fch_gelu[l], a->act16, W(m, w->fcprojw), W16(m), w->fcprojb, BT,
                        4 * C, C);
+    lora_forward(m, l, GPTC_LORA_FCPROJ, a->fcproj[l], a->fch_gelu[l], a->act16, BT, 4 * C, C);
     gptc_be_dropout_fwd(be, "mlp.dropout.fwd", l, a->fcproj[l], (size_t)BT * C, m->dropout, m->dropout_seed,
                         drop_stream(DROP_MLP_RES, l));
 }
@@ -133,9 +185,10 @@ static void recompute_layer(gptc_model *m, int l, int B, int T, bool again) {
     gptc_be_phase_end(&m->be);
 }
 
-/* Tells m->grads_ready that the gradients from tensor i to the end of the arena are final. */
+/* Tells m->grads_ready that the gradients from tensor i to the end of the arena are final (as the
+ * trainable set's compact watermark, gpt2.h gptc_pset_ready). */
 static void grads_ready(gptc_model *m, int i) {
-    if (m->grads_ready) m->grads_ready(m->grads_ready_user, i == 0 ? 0 : m->tensors[i].offset);
+    if (m->grads_ready) m->grads_ready(m->grads_ready_user, gptc_pset_ready(&m->ps, i == 0 ? 0 : m->tensors[i].offset));
 }
 
 /* Layer l's attention backward: dqkv (B,T,3C) += from datty (B,T,C). */
@@ -169,11 +222,12 @@ static void body_backward(gptc_model *m, int B, int T, bool again) {
     gptc_be_phase_begin(be, "backward", -1);
     /* the second pass must not add ln_f's gradient again: it goes to the slot's ln_1 part (C + C floats),
      * zeroed before layer L-1's backward */
-    gptc_be_layernorm_bwd_residual(be, "lnf.bwd", -1, d->dres_out, again ? g->layer[0].ln1w : g->lnfw,
-                                   again ? g->layer[0].ln1b : g->lnfb, NULL, d->dlnf, a->residual3[L - 1], w->lnfw,
+    gptc_be_layernorm_bwd_residual(be, "lnf.bwd", -1, d->dres_out, again ? g->layer[0].ln1w : GW(m, g->lnfw),
+                                   again ? g->layer[0].ln1b : GB(m, g->lnfb), NULL, d->dlnf, a->residual3[L - 1], w->lnfw,
                                    a->lnf_mean, a->lnf_rstd, BT, C);
     if (!again) grads_ready(m, m->ntensors - 2); /* ln_f.weight, ln_f.bias */
-    for (int l = L - 1; l >= 0; l--) {
+    /* layers below bwd_floor hold nothing trainable (gpt2.h): their backward is not run */
+    for (int l = L - 1; l >= (m->bwd_floor > 0 ? m->bwd_floor : 0); l--) {
         const gptc_layer *lw = &w->layer[l];
         gptc_layer *lg = &g->layer[l];
         recompute_layer(m, l, B, T, again);
@@ -192,34 +246,38 @@ static void body_backward(gptc_model *m, int B, int T, bool again) {
                                                    m->dropout_seed, drop_stream(DROP_MLP_RES, l));
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.proj"), l, d->dfch_gelu, lg->fcprojw, lg->fcprojb, dbranch,
                            a->fch_gelu[l], a->act16, W(m, lw->fcprojw), W16(m), BT, 4 * C, C);
+        lora_backward(m, l, GPTC_LORA_FCPROJ, d->dfch_gelu, dbranch, a->fch_gelu[l], a->act16, BT, 4 * C, C);
         gptc_be_gelu_bwd(be, "gelu.bwd", l, m->cfg.gelu, d->dfch, a->fch[l], d->dfch_gelu, 4 * btc);
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.fc"), l, d->dln2, lg->fcw, lg->fcb, d->dfch, a->ln2[l], a->act16,
                            W(m, lw->fcw), W16(m), BT, C, 4 * C);
+        lora_backward(m, l, GPTC_LORA_FC, d->dln2, d->dfch, a->ln2[l], a->act16, BT, C, 4 * C);
         /* dres2 = dres_out (through the skip) + ln_2's backward */
-        gptc_be_layernorm_bwd_residual(be, "res+ln2.bwd", l, d->dres2, lg->ln2w, lg->ln2b, d->dres_out, d->dln2,
-                                       a->residual2[l], lw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], BT, C);
+        gptc_be_layernorm_bwd_residual(be, "res+ln2.bwd", l, d->dres2, GW(m, lg->ln2w), GB(m, lg->ln2b), d->dres_out,
+                                       d->dln2, a->residual2[l], lw->ln2w, a->ln2_mean[l], a->ln2_rstd[l], BT, C);
         /* residual2 = res + dropout(attproj): both receive dres2, the branch through its mask (dln2 is free again) */
         dbranch = gptc_be_dropout_bwd(be, "attn.dropout.bwd", l, d->dln2, d->dres2, btc, m->dropout, m->dropout_seed,
                                       drop_stream(DROP_ATTN_RES, l));
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("attn.proj"), l, d->datty, lg->attprojw, lg->attprojb, dbranch,
                            a->atty[l], a->atty16, W(m, lw->attprojw), W16(m), BT, C, C);
+        lora_backward(m, l, GPTC_LORA_ATTPROJ, d->datty, dbranch, a->atty[l], a->atty16, BT, C, C);
         attention_backward(m, l, B, T);
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("qkv"), l, d->dln1, lg->qkvw, lg->qkvb, d->dqkv, a->ln1[l], a->act16,
                            W(m, lw->qkvw), W16(m), BT, C, 3 * C);
+        lora_backward(m, l, GPTC_LORA_QKV, d->dln1, d->dqkv, a->ln1[l], a->act16, BT, C, 3 * C);
         /* dres_in = dres2 (through the skip) + ln_1's backward */
-        gptc_be_layernorm_bwd_residual(be, "res+ln1.bwd", l, d->dres_in, lg->ln1w, lg->ln1b, d->dres2, d->dln1,
-                                       block_input(m, l), lw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], BT, C);
+        gptc_be_layernorm_bwd_residual(be, "res+ln1.bwd", l, d->dres_in, GW(m, lg->ln1w), GB(m, lg->ln1b), d->dres2,
+                                       d->dln1, block_input(m, l), lw->ln1w, a->ln1_mean[l], a->ln1_rstd[l], BT, C);
         float *t = d->dres_out; /* the input gradient of this layer is the output gradient of the next */
         d->dres_out = d->dres_in;
         d->dres_in = t;
         grads_ready(m, 2 + l * GPTC_LAYER_TENSORS); /* after wte, wpe: layer l's first tensor */
     }
-    if (!again) {
+    if (!again && m->bwd_floor < 0) {
         gptc_be_dropout_bwd(be, "embed.dropout.bwd", -1, d->dres_out, d->dres_out, btc, m->dropout, m->dropout_seed,
                             drop_stream(DROP_EMBED, -1)); /* in place: read only here */
         gptc_be_encoder_bwd(be, "encoder.bwd", g->wte, g->wpe, d->dres_out, m->inputs, B, T, C);
-        grads_ready(m, 0);
     }
+    if (!again) grads_ready(m, 0);
     gptc_be_phase_end(be); /* backward */
 }
 
@@ -241,8 +299,9 @@ static void classifier_bwd(gptc_model *m, const float *dlogits, const void *x, i
     int C = m->cfg.channels, V = m->cfg.vocab, Vp = m->Vp;
     gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dx.bwd", -1, 0, 0, n, C, V, dlogits, Vp, W(m, m->w.wte), C,
                  W16(m) ? GPTC_GEMM_B16 : 0, 0.0f, NULL, dx, C);
-    gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dw.bwd", -1, 1, 0, V, C, n, dlogits, Vp, x, C,
-                 m->a.act16 ? GPTC_GEMM_B16 : 0, 1.0f, NULL, m->g.wte, C);
+    if (m->g.wte) /* NULL: wte frozen */
+        gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dw.bwd", -1, 1, 0, V, C, n, dlogits, Vp, x, C,
+                     m->a.act16 ? GPTC_GEMM_B16 : 0, 1.0f, NULL, m->g.wte, C);
 }
 
 /* The fused classifier on rows [r0, r0+n) of lnf: logits (n,Vp) in a->logits (the chunk buffer),
@@ -317,7 +376,7 @@ float gptc_model_forward(gptc_model *m, const int *inputs, const int *targets, i
 
 void gptc_model_zero_grad(gptc_model *m) {
     float *const grads[] = {m->fused_update ? m->cgrads : m->grads};
-    const size_t n[] = {m->fused_update ? m->cgrad_floats : m->num_floats};
+    const size_t n[] = {m->fused_update ? m->cgrad_floats : m->ps.floats}; /* the trainable set's compact arena */
     gptc_be_zero(&m->be, GPTC_PROF_OPT, "zero_grad", -1, 1, grads, n);
 }
 

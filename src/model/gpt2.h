@@ -46,10 +46,57 @@ typedef struct gptc_tensor_desc {
     char name[48];      /* "h.3.attn.c_attn.weight" */
     int ndim;
     int64_t shape[2];
-    size_t offset;      /* floats from the start of the arena */
+    size_t offset;      /* floats from the start of the arena (in a trainable set's table: of the set's gradient
+                         * and optimizer-state arena) */
     size_t numel;       /* real elements (wte: V*C, not Vp*C) */
     bool decay;         /* AdamW weight decay applies (2-D weights) */
+    size_t src;         /* floats from the start of the arena holding the values (gptc_pset.values); the model's
+                         * own table: = offset */
+    size_t ready;       /* the backward's watermark (gptc_model.grads_ready, a model-arena offset) at or below
+                         * which this tensor's gradient is final; the model's own table: = offset */
 } gptc_tensor_desc;
+
+/* The trainable set: the tensors the backward forms gradients for and the optimizer updates. Their
+ * gradients (gptc_model.grads) and optimizer state are one compact arena of `floats` floats, tensor i at
+ * t[i].offset (64-byte aligned, in t's order); its values at values + t[i].src. Three kinds:
+ *   whole:    every tensor of the model (t is the model's table, compact = arena: the default);
+ *   frozen:   the model's tensors that --freeze leaves trainable (t a table of its own, src = arena offset);
+ *   adapters: LoRA's A and B matrices (t the adapters' table, values the adapters' arena, src = offset).
+ * The tensors are in increasing `ready` order, so a model-arena watermark maps to a compact one
+ * (gptc_pset_ready). */
+typedef struct gptc_pset {
+    const gptc_tensor_desc *t; /* [n] */
+    int n;
+    float *values;             /* the arena the src offsets index */
+    size_t floats;             /* the gradient / optimizer-state arena */
+    bool same_layout;          /* src == offset for every tensor (whole, adapters): the values are one arena in
+                                * the compact layout, which ZeRO-1's all-gather can exchange directly */
+    bool adapters;             /* LoRA adapters: the model's own parameters never change */
+} gptc_pset;
+
+/* The compact watermark for a model-arena watermark lo (grads_ready): the offset of the first tensor of
+ * ps whose ready >= lo, or ps->floats when none is. */
+size_t gptc_pset_ready(const gptc_pset *ps, size_t lo);
+
+/* ---- LoRA (Hu et al. 2021): a linear layer y = x W + b adapted to y + (alpha/r) (x A^T) B^T, A (r, in)
+ * and B (out, r) in PEFT's layout (lora_A.weight, lora_B.weight), A initialised as PEFT does (uniform in
+ * +-1/sqrt(in), its kaiming_uniform with a = sqrt(5)) and B zero, so the adapted model starts as the
+ * base. The sites are the four linear layers of a block; `targets` has bit s for site s in every layer. */
+enum { GPTC_LORA_QKV, GPTC_LORA_ATTPROJ, GPTC_LORA_FC, GPTC_LORA_FCPROJ, GPTC_LORA_SITES };
+typedef struct gptc_lora {
+    int rank;
+    float alpha, scale;         /* scale = alpha / rank */
+    unsigned targets;           /* bit GPTC_LORA_*: adapted sites */
+    gptc_tensor_desc *tensors;  /* [ntensors]: PEFT names ("base_model.model.transformer.h.0.attn.c_attn.lora_A.weight"),
+                                 * by layer then site, A before B; offset = src = place in params, ready = the layer's
+                                 * first model float */
+    int ntensors;
+    size_t floats;
+    float *params, *grads;      /* (floats) the adapters and their gradients (grads: from gptc_model_alloc_train) */
+    float **A, **B, **gA, **gB; /* [L * GPTC_LORA_SITES] views into params / grads; NULL at sites not adapted */
+    float *u;                   /* (L, GPTC_LORA_SITES, B*T, r): each adapted site's scale * x A^T from the forward */
+    float *du;                  /* (B*T, r) the backward's scratch */
+} gptc_lora;
 
 /* Activations of one training step for (B,T); per-layer tensors are [L] arrays of views. With
  * m->recompute above none, the tensors that level drops are one shared buffer: every layer's view
@@ -130,6 +177,17 @@ typedef struct gptc_model {
                                             * ln_f's first float (= layer_lo + L * layer_stride) */
     gptc_tensor_desc *tensors;  /* [ntensors] */
     int ntensors;
+    /* What training updates (gptc_pset): the whole model (set by gptc_model_init), or after
+     * gptc_model_alloc_train the tensors `frozen` leaves, or the LoRA adapters. grads is its compact arena. */
+    gptc_pset ps;
+    bool *frozen;               /* [ntensors] set before gptc_model_alloc_train (gptc_model_freeze): no gradient
+                                 * is formed or kept for these; NULL: none */
+    gptc_tensor_desc *ps_table; /* the frozen kind's table (gptc_pset), or NULL */
+    gptc_lora *lora;            /* adapters (gptc_model_lora_attach before gptc_model_alloc_train), or NULL; the
+                                 * base model is then frozen whole */
+    float *gscratch;            /* (2C) where a frozen LayerNorm's dw, db go (never read) */
+    int bwd_floor;              /* the lowest layer whose backward runs (layers below hold nothing trainable);
+                                 * -1: also the embeddings' */
     /* training activations for (B,T) */
     bool naive_attention;       /* materialise (B,NH,T,T) scores (the reference) instead of flash */
     bool fuse;                  /* fused residual+LayerNorm and chunked classifier (see forward.c);
@@ -174,6 +232,48 @@ typedef struct gptc_model {
  * initialising weights, an all-gather): refreshes what the model derives from them (under O2 bf16, the
  * bf16 working copy the products read). Cheap when nothing is derived. */
 void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi);
+
+/* ---- what training updates (model/trainable.c, model/lora.c) */
+
+/* Whether a --freeze pattern matches a tensor name (gptc_tensor_desc.name, "h.3.attn.c_attn.weight"): as a
+ * glob over the whole name ("*.bias"), or component by component as a prefix of it, each component equal,
+ * a glob, or a range of integers "A-B" ("wte", "h.0-9.*", "h.*.ln_1"). */
+bool gptc_freeze_match(const char *pattern, const char *name);
+/* Marks the tensors the comma-separated patterns match as frozen (before gptc_model_alloc_train); a
+ * pattern matching nothing, or every tensor frozen, is refused naming it. *nfrozen gets the count. */
+gptc_status gptc_model_freeze(gptc_model *m, const char *patterns, int *nfrozen);
+/* The trainable table of the tensors not frozen (out NULL: the count only; *floats the compact arena). */
+int gptc_model_trainable_table(const gptc_tensor_desc *tensors, int n, const bool *frozen, gptc_tensor_desc *out,
+                               size_t *floats);
+/* After the optimizer wrote the trainable values of compact floats [lo, hi) of m->ps: refreshes what the
+ * model derives from them (gptc_model_params_changed on their arena ranges). */
+void gptc_model_pset_changed(gptc_model *m, size_t lo, size_t hi);
+
+/* --lora_targets: a comma-separated list of attn (c_attn and attn.c_proj), mlp (c_fc and mlp.c_proj) or the
+ * module names, as bits GPTC_LORA_*; NULL or "" is attn */
+gptc_status gptc_lora_targets_parse(const char *spec, unsigned *targets);
+/* "attn.c_attn,attn.c_proj": the modules of targets */
+void gptc_lora_targets_name(unsigned targets, char *out, size_t cap);
+/* site s's module under h.N ("attn.c_attn"), its in / out widths for C, its weight's index in a layer */
+const char *gptc_lora_site_module(int s);
+void gptc_lora_site_shape(int s, int C, int *in, int *out);
+int gptc_lora_site_weight(int s);
+/* The adapters' table for cfg (out NULL: the count only) and their floats; names as gptc_lora.tensors. */
+int gptc_lora_table(const gptc_model_config *cfg, int rank, unsigned targets, gptc_tensor_desc *out, size_t *floats);
+/* PEFT's key of an adapter tensor: "base_model.model.transformer." + name */
+void gptc_lora_peft_name(const char *name, char *out, size_t cap);
+/* For the planner: host bytes (struct, table, views) and backend bytes of the values, as allocated. */
+void gptc_lora_bytes(const gptc_model_config *cfg, int rank, unsigned targets, size_t *host, size_t *values);
+/* Attaches adapters of rank r with alpha on the targets (before gptc_model_alloc_train), initialised by
+ * gptc_model_lora_init(seed); the base model is frozen whole. */
+gptc_status gptc_model_lora_attach(gptc_model *m, int rank, float alpha, unsigned targets, uint64_t seed);
+/* A uniform in +-1/sqrt(in) (deterministic in seed), B zero. */
+void gptc_model_lora_init(gptc_model *m, uint64_t seed);
+/* W (in, out) += scale A^T B^T for A (r, in), B (out, r): each element's sum over r in double, added once */
+void gptc_lora_fold(float *W, const float *A, const float *B, int in, int out, int r, double scale);
+/* Folds the adapters into the base weights (gptc_lora_fold per adapted site, scale alpha / r). */
+void gptc_model_lora_merge(gptc_model *m);
+void gptc_model_lora_free(gptc_model *m);
 
 /* Floats of the parameter arena (m->num_floats) for cfg, planned without allocating. */
 size_t gptc_model_arena_floats(const gptc_model_config *cfg);

@@ -34,7 +34,7 @@ static void add_tensor(gptc_model *m, gptc_plan *plan, const char *name, int64_t
     t->shape[1] = cols;
     t->numel = (size_t)rows * (cols ? cols : 1);
     t->decay = cols != 0;
-    t->offset = offset;
+    t->offset = t->src = t->ready = offset;
 }
 
 /* Plans the parameter arena: wte, wpe, each layer's tensors, ln_f (descriptors into m when set).
@@ -130,6 +130,9 @@ gptc_status gptc_model_init_on(gptc_model *m, const gptc_model_config *cfg, int 
     m->params = mem->alloc(m->num_floats * sizeof(float), "parameters");
     if (!m->params) goto fail;
     point_views(m, m->params, &m->w);
+    m->ps = (gptc_pset){.t = m->tensors, .n = m->ntensors, .values = m->params, .floats = m->num_floats,
+                        .same_layout = true};
+    m->bwd_floor = -1;
     return GPTC_OK;
 fail:
     st = gptc_fail_prefix(GPTC_ERR_NOMEM, "model init");
@@ -144,10 +147,14 @@ void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi) {
 
 void gptc_model_free(gptc_model *m) {
     const gptc_backend_memory *mem = m->be.mem ? m->be.mem : gptc_backend_cpu_memory();
+    gptc_model_lora_free(m); /* its gradients are m->grads */
     mem->free(m->params);
     mem->free(m->grads);
     mem->free(m->params16);
     mem->free(m->cgrads);
+    mem->free(m->gscratch);
+    gptc_free(m->frozen);
+    gptc_free(m->ps_table);
     gptc_free(m->tensors);
     gptc_free(m->w.layer);
     gptc_free(m->g.layer);
@@ -324,6 +331,70 @@ void gptc_model_alloc_bytes(const gptc_model_config *cfg, int B, int T, bool nai
                 2 * dev(sizeof(int) * (size_t)B * T);
 }
 
+/* ---- a trainable set other than the whole model (gpt2.h gptc_pset): LoRA's adapters, or what 'freeze'
+ * leaves. m->grads is its compact arena; the model's gradient views of frozen tensors are NULL. */
+
+/* the set's table and compact gradient arena (zeroed by gptc_model_zero_grad before use); NULL: no memory */
+static float *alloc_part_grads(gptc_model *m) {
+    const gptc_backend_memory *mem = m->be.mem;
+    if (m->lora) {
+        gptc_lora *lr = m->lora;
+        m->ps = (gptc_pset){.t = lr->tensors, .n = lr->ntensors, .values = lr->params, .floats = lr->floats,
+                            .same_layout = true, .adapters = true};
+        return m->grads = lr->grads = mem->alloc(lr->floats * sizeof(float), "LoRA gradients");
+    }
+    size_t floats;
+    int n = gptc_model_trainable_table(m->tensors, m->ntensors, m->frozen, NULL, &floats);
+    if (!(m->ps_table = gptc_alloc(sizeof(gptc_tensor_desc) * (size_t)n, "trainable tensor table"))) return NULL;
+    gptc_model_trainable_table(m->tensors, m->ntensors, m->frozen, m->ps_table, NULL);
+    m->ps = (gptc_pset){.t = m->ps_table, .n = n, .values = m->params, .floats = floats};
+    return m->grads = mem->alloc(floats * sizeof(float), "gradients (trainable tensors)");
+}
+
+/* Whether tensor i (of the model's table) has a gradient: not frozen, and no adapters. */
+static bool trained(const gptc_model *m, int i) { return !m->lora && !(m->frozen && m->frozen[i]); }
+
+/* The views of a partial set: the model's gradients of trainable tensors into the compact arena (NULL for
+ * the frozen), LoRA's gradient views and activations, the scratch of frozen LayerNorms, and the lowest
+ * layer the backward must reach. false: out of memory. */
+static bool point_part_views(gptc_model *m, int B, int T) {
+    const gptc_backend_memory *mem = m->be.mem;
+    int L = m->cfg.layers, C = m->cfg.channels;
+    /* every view, then the frozen ones cleared and the trained ones moved to their compact place */
+    point_views(m, m->params, &m->g);
+    int k = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        float **v = i == 0 ? &m->g.wte : i == 1 ? &m->g.wpe : i == m->ntensors - 2 ? &m->g.lnfw
+                  : i == m->ntensors - 1 ? &m->g.lnfb
+                  : &((float **)&m->g.layer[(i - 2) / GPTC_LAYER_TENSORS])[(i - 2) % GPTC_LAYER_TENSORS];
+        if (!trained(m, i)) {
+            *v = NULL;
+            continue;
+        }
+        *v = m->grads + m->ps.t[k++].offset;
+    }
+    if (!(m->gscratch = mem->alloc(sizeof(float) * 2 * (size_t)C, "frozen LayerNorm scratch"))) return false;
+    /* the lowest layer holding something trained: the backward stops there (-1: the embeddings too) */
+    m->bwd_floor = L;
+    if (trained(m, 0) || trained(m, 1)) m->bwd_floor = -1;
+    for (int l = 0; l < L && m->bwd_floor == L; l++)
+        for (int j = 0; j < GPTC_LAYER_TENSORS; j++)
+            if (trained(m, 2 + l * GPTC_LAYER_TENSORS + j)) m->bwd_floor = l;
+    gptc_lora *lr = m->lora;
+    if (!lr) return true;
+    for (int l = L - 1; l >= 0; l--)
+        for (int s = 0; s < GPTC_LORA_SITES; s++)
+            if (lr->A[l * GPTC_LORA_SITES + s]) m->bwd_floor = l;
+    for (int i = 0; i < L * GPTC_LORA_SITES; i++) {
+        lr->gA[i] = lr->A[i] ? lr->grads + (lr->A[i] - lr->params) : NULL;
+        lr->gB[i] = lr->B[i] ? lr->grads + (lr->B[i] - lr->params) : NULL;
+    }
+    size_t BT = (size_t)B * T, r = (size_t)lr->rank;
+    lr->u = mem->alloc(sizeof(float) * (size_t)L * GPTC_LORA_SITES * BT * r, "LoRA activations");
+    lr->du = lr->u ? mem->alloc(sizeof(float) * BT * r, "LoRA activation gradients") : NULL;
+    return lr->du != NULL;
+}
+
 gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     GPTC_ASSERT(!m->grads && !m->cgrads && !m->act_arena);
     gptc_model_bind_kernels(m);
@@ -344,7 +415,12 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     plan_acts(NULL, &m->cfg, B, T, naive, m->fuse, m->recompute, act16, NULL, NULL, &m->act_floats, &m->dact_floats);
     const gptc_backend_memory *mem = m->be.mem;
     float *grads;
-    if (m->fused_update) {
+    bool part = m->lora || m->frozen; /* a trainable set other than the whole model */
+    if (part && m->fused_update)
+        return gptc_fail(GPTC_ERR_ARG, "'fused_update': not with 'freeze' or 'lora' (their gradients are already small)");
+    if (part) {
+        if ((grads = alloc_part_grads(m)) == NULL) return GPTC_ERR_NOMEM;
+    } else if (m->fused_update) {
         m->cgrad_floats = plan_fused_grads(&m->cfg, &m->layer_lo, &m->layer_stride, &m->lnf_lo);
         if (!m->cgrad_floats) return gptc_fail(GPTC_ERR_STATE, "'fused_update': the layers' strides in the arena differ");
         grads = m->cgrads = mem->alloc(m->cgrad_floats * sizeof(float), "gradients (fused update: one layer slot)");
@@ -370,6 +446,8 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
         for (int l = 1; l < L; l++) m->g.layer[l] = m->g.layer[0];
         m->g.lnfw -= cut;
         m->g.lnfb -= cut;
+    } else if (part) {
+        if (!point_part_views(m, B, T)) return GPTC_ERR_NOMEM;
     } else {
         point_views(m, m->grads, &m->g);
     }

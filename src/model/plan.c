@@ -44,6 +44,16 @@ static void step_gemms(gemm_scratch *g, const gptc_mem_request *r) {
         add_gemm(g, BT, IC, OC); /* input gradient */
         add_gemm(g, IC, OC, BT); /* weight gradient */
     }
+    if (r->lora > 0) /* the adapters' products (forward.c lora_forward, lora_backward) */
+        for (int i = 0; i < 4; i++) {
+            size_t IC = lin[i][0], OC = lin[i][1], R = (size_t)r->lora;
+            add_gemm(g, BT, R, IC);
+            add_gemm(g, BT, OC, R);
+            add_gemm(g, OC, R, BT);
+            add_gemm(g, BT, R, OC);
+            add_gemm(g, R, IC, BT);
+            add_gemm(g, BT, IC, R);
+        }
     /* the classifier: whole when unfused, else in chunks of GPTC_CLASSIFIER_CHUNK rows and a ragged one */
     size_t rows[2] = {BT, 0};
     if (!r->no_fusion) rows[0] = BT < GPTC_CLASSIFIER_CHUNK ? BT : GPTC_CLASSIFIER_CHUNK, rows[1] = BT % GPTC_CLASSIFIER_CHUNK;
@@ -64,6 +74,75 @@ static double plan_estimate(const gptc_mem_request *r) {
     double params = V * C + Tc * C + L * (12 * C * C + 13 * C) + 2 * C;
     double acts = BT * C * (30 * L + 10) + BT * (8 + NH) * (L + 1) + 2 * BT * V + 2 * TT * (L + 1);
     return 4.0 * (4 * params + acts);
+}
+
+/* The trainable set of a request, as gptc_model_alloc_train builds it (model/layout.c, trainable.c, lora.c). */
+typedef struct trainable {
+    bool part;             /* freeze or lora: not the whole model */
+    gptc_tensor_desc *t;   /* [n] its table (malloc'd; the caller frees) */
+    int n;
+    size_t floats;         /* its compact arena */
+    size_t host, grads, acts; /* bytes beyond the whole model's: host tables and adapters (params), the compact
+                               * gradients with the frozen LayerNorm scratch, LoRA's activations */
+} trainable;
+
+static gptc_status plan_trainable(const gptc_mem_request *r, trainable *ts) {
+    memset(ts, 0, sizeof *ts);
+    const gptc_backend_memory *mem = gptc_backend_cpu_memory();
+    int nt = gptc_model_tensor_table(&r->model, NULL);
+    gptc_tensor_desc *all = malloc(sizeof *all * (size_t)nt);
+    bool *frozen = calloc((size_t)nt, sizeof *frozen);
+    gptc_status st = GPTC_OK;
+    if (!all || !frozen) {
+        st = gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    gptc_model_tensor_table(&r->model, all);
+    size_t C = r->model.channels, BT = (size_t)r->batch * r->seq;
+    if (r->lora > 0) {
+        unsigned targets;
+        if ((st = gptc_lora_targets_parse(r->lora_targets, &targets))) goto done;
+        ts->part = true;
+        ts->n = gptc_lora_table(&r->model, r->lora, targets, NULL, &ts->floats);
+        if (!(ts->t = malloc(sizeof *ts->t * (size_t)(ts->n ? ts->n : 1)))) {
+            st = gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        gptc_lora_table(&r->model, r->lora, targets, ts->t, NULL);
+        size_t values;
+        gptc_lora_bytes(&r->model, r->lora, targets, &ts->host, &values);
+        ts->host += values;
+        ts->grads = mem->block_bytes(ts->floats * sizeof(float)) + mem->block_bytes(2 * C * sizeof(float));
+        ts->acts = mem->block_bytes(sizeof(float) * (size_t)r->model.layers * GPTC_LORA_SITES * BT * (size_t)r->lora) +
+                   mem->block_bytes(sizeof(float) * BT * (size_t)r->lora);
+    } else if (r->freeze && *r->freeze) {
+        gptc_model m = {.tensors = all, .ntensors = nt}; /* gptc_model_freeze's matching, on the table alone */
+        int nfrozen;
+        if ((st = gptc_model_freeze(&m, r->freeze, &nfrozen))) {
+            gptc_free(m.frozen);
+            goto done;
+        }
+        memcpy(frozen, m.frozen, sizeof(bool) * (size_t)nt);
+        gptc_free(m.frozen);
+        ts->part = true;
+        ts->n = gptc_model_trainable_table(all, nt, frozen, NULL, &ts->floats);
+        if (!(ts->t = malloc(sizeof *ts->t * (size_t)ts->n))) {
+            st = gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        gptc_model_trainable_table(all, nt, frozen, ts->t, NULL);
+        ts->host = gptc_alloc_block_bytes(sizeof(bool) * (size_t)nt) + gptc_alloc_block_bytes(sizeof(gptc_tensor_desc) * (size_t)ts->n);
+        ts->grads = mem->block_bytes(ts->floats * sizeof(float)) + mem->block_bytes(2 * C * sizeof(float));
+    } else {
+        ts->n = nt;
+        ts->t = all;
+        all = NULL;
+        ts->floats = gptc_model_arena_floats(&r->model);
+    }
+done:
+    free(all);
+    free(frozen);
+    return st;
 }
 
 gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
@@ -113,18 +192,22 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
 
     const gptc_optimizer_kind *opt = r->optimizer ? gptc_optimizer_find(r->optimizer) : gptc_optimizers[0];
     if (!opt) return gptc_fail(GPTC_ERR_ARG, "'optimizer' %s: unknown (expected one of %s)", r->optimizer, gptc_optimizer_names());
+    /* the trainable set (gpt2.h gptc_pset): the whole arena, what 'freeze' leaves, or LoRA's adapters */
+    trainable ts;
+    if ((st = plan_trainable(r, &ts))) return st;
+    n = ts.floats;
+    share = r->zero ? (n + (size_t)r->ranks - 1) / (size_t)r->ranks : n;
     if (otype == GPTC_OSTATE_FP32) {
         out->optim = gptc_optimizer_state_bytes(opt, share);
     } else { /* the trainer's bounds and allocation (trainer_open.c): each rank its own shard; the largest */
-        int nt = gptc_model_tensor_table(&r->model, NULL), ranks = r->zero ? r->ranks : 1;
-        gptc_tensor_desc *td = malloc(sizeof *td * (size_t)nt);
+        int nt = ts.n, ranks = r->zero ? r->ranks : 1;
+        gptc_tensor_desc *td = ts.t;
         size_t *bounds = malloc(sizeof(size_t) * ((size_t)ranks + 1));
-        if (!td || !bounds) {
+        if (!bounds) {
             free(td);
-            free(bounds);
             return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
         }
-        gptc_model_tensor_table(&r->model, td);
+        ts.t = NULL;
         gptc_dist_shards(n, ranks, bounds);
         share = gptc_ostate_snap_bounds(td, nt, otype, ranks, bounds);
         out->optim = 0;
@@ -136,14 +219,16 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
         free(td);
         free(bounds);
     }
-    out->params = mb.params;
+    free(ts.t);
+    out->params = mb.params + ts.host;
     out->weights16 = mb.weights16;
     /* ZeRO-1 on many ranks also receives its shard of the reduced gradients (src/dist/dist.h) */
     out->grads = mb.grads + (r->zero && r->ranks > 1 ? gptc_alloc_block_bytes(share * sizeof(float)) : 0);
     /* --fused-update: the compact arena (the embeddings', one layer slot, ln_f's) instead of the whole one */
     if (r->fused_update)
         out->grads = gptc_backend_cpu_memory()->block_bytes(gptc_model_fused_grad_floats(&r->model) * sizeof(float));
-    out->acts = mb.acts + 2 * batch_copy; /* the trainer's own (B,T) inputs and targets */
+    if (ts.part) out->grads = ts.grads + (r->zero && r->ranks > 1 ? gptc_alloc_block_bytes(share * sizeof(float)) : 0);
+    out->acts = mb.acts + 2 * batch_copy + ts.acts; /* the trainer's own (B,T) inputs and targets */
     out->workspace = work;
     out->total = out->params + out->weights16 + out->grads + out->optim + out->acts + out->workspace;
     out->threads = threads;

@@ -19,18 +19,24 @@ typedef struct gptc_mem_request {
     const char *optimizer;    /* its name in the registry (optim/optimizer.h; NULL: the default) */
     bool fused_update;        /* --fused-update: gradients of the embeddings, ln_f and one layer slot only */
     const char *optim_state;  /* how its state is stored: "fp32" (NULL: the default), "bf16", "int8" */
+    const char *freeze;       /* --freeze patterns (NULL: none): gradients and state for the rest only */
+    int lora;                 /* --lora rank (0: off): gradients and state for the adapters only */
+    const char *lora_targets; /* --lora-targets (NULL: attn) */
 } gptc_mem_request;
 
 /* Bytes per rank, as gptc_alloc counts them (gptc_alloc_stats). */
 typedef struct gptc_mem_plan {
-    size_t params;    /* the parameter arena (the fp32 master weights) and the model's tensor tables */
+    size_t params;    /* the parameter arena (the fp32 master weights) and the model's tensor tables; with lora also
+                       * the adapters (values, table, views), with freeze the frozen flags and the trainable table */
     size_t weights16; /* O2 (--dtype bf16): the bf16 working copy of the weights the products read; else 0 */
     size_t grads;     /* the gradient arena; with zero=1 on many ranks plus the rank's reduced gradient shard;
-                       * with fused_update the compact arena (gpt2.h cgrads) alone */
+                       * with fused_update the compact arena (gpt2.h cgrads) alone; with freeze or lora the
+                       * trainable set's compact arena (gpt2.h gptc_pset) and a frozen LayerNorm's scratch */
     size_t optim;     /* the optimizer's state buffers (gptc_ostate_bytes): the whole arena each, or with
                        * zero=1 the largest rank's shard (gptc_dist_shards, for int8 snapped to whole blocks),
                        * in the state's type (4, 2 or 1 byte per element; int8 plus an fp32 scale per block) */
-    size_t acts;      /* activation and activation-gradient arenas, their views, the batch copies (model and trainer) */
+    size_t acts;      /* activation and activation-gradient arenas, their views, the batch copies (model and trainer);
+                       * with lora the adapters' (L, 4, B*T, r) products and their (B*T, r) gradient */
     size_t workspace; /* kernel scratch: each thread's GEMM packing buffers and flash-attention tiles (kept
                        * once grown), plus the largest scratch a single call allocates and frees */
     size_t total;

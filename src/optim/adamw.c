@@ -15,8 +15,8 @@
  * region), gpt2-xl's 580 in three. */
 #define ADAMW_BATCH 256
 
-/* AdamW on arena floats [lo, hi): g, m, v hold that range (g[0], m[0], v[0] are parameter lo's),
- * model->params the whole arena. Each tensor's piece inside the range is updated with that tensor's
+/* AdamW on floats [lo, hi) of the trainable set's compact arena (model->ps, gpt2.h; the whole parameter
+ * arena by default): g, m, v hold that range (g[0], m[0], v[0] are element lo's). Each tensor's piece inside the range is updated with that tensor's
  * weight decay (wd on decay tensors, 0 on the others); padding between tensors is skipped. The pieces
  * go to the backend in batches, which runs a batch in one parallel region. */
 static void adamw_range(const gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi, float b1,
@@ -26,12 +26,13 @@ static void adamw_range(const gptc_model *model, const float *g, float *m, float
     size_t n = 0; /* parameters updated */
     gptc_adamw_piece batch[ADAMW_BATCH];
     int k = 0;
-    for (int i = 0; i < model->ntensors; i++) {
-        const gptc_tensor_desc *d = &model->tensors[i];
+    const gptc_pset *ps = &model->ps; /* what training updates: the whole arena, or a trainable set (gpt2.h) */
+    for (int i = 0; i < ps->n; i++) {
+        const gptc_tensor_desc *d = &ps->t[i];
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
         if (a >= b) continue;
-        batch[k++] = (gptc_adamw_piece){model->params + a, g + (a - lo), m + (a - lo), v + (a - lo), b - a,
-                                        d->decay ? wd : 0.0f};
+        batch[k++] = (gptc_adamw_piece){ps->values + d->src + (a - d->offset), g + (a - lo), m + (a - lo), v + (a - lo),
+                                        b - a, d->decay ? wd : 0.0f};
         n += b - a;
         if (k == ADAMW_BATCH) {
             gptc_be_adamw_pieces(be, batch, k, lr, b1, b2, eps, grad_scale, t);
@@ -50,7 +51,7 @@ void gptc_adamw_update_range(gptc_model *model, const float *g, float *m, float 
 }
 
 void gptc_adamw_update(gptc_model *model, float *m, float *v, const gptc_adamw *h, float lr, float grad_scale, int t) {
-    adamw_range(model, model->grads, m, v, 0, model->num_floats, h->beta1, h->beta2, h->eps, h->weight_decay, lr,
+    adamw_range(model, model->grads, m, v, 0, model->ps.floats, h->beta1, h->beta2, h->eps, h->weight_decay, lr,
                 grad_scale, t);
 }
 

@@ -75,11 +75,12 @@ static void lion_update(const gptc_model *m, const gptc_train_options *o, const 
     float *mom = (float *)state->buf[0] + (lo - state->lo);
     gptc_be_optim_begin(&m->be, "lion");
     size_t n = 0; /* parameters updated */
-    for (int i = 0; i < m->ntensors; i++) {
-        const gptc_tensor_desc *d = &m->tensors[i];
+    const gptc_pset *ps = &m->ps; /* the trainable set (gpt2.h): the whole arena by default */
+    for (int i = 0; i < ps->n; i++) {
+        const gptc_tensor_desc *d = &ps->t[i];
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
         if (a >= b) continue;
-        lion_kernel(m->params + a, g + (a - lo), mom + (a - lo), b - a, lr, o->beta1, o->beta2, d->decay ? wd : 0.0f,
+        lion_kernel(ps->values + d->src + (a - d->offset), g + (a - lo), mom + (a - lo), b - a, lr, o->beta1, o->beta2, d->decay ? wd : 0.0f,
                     grad_scale);
         n += b - a;
     }

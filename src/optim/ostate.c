@@ -66,8 +66,8 @@ gptc_status gptc_ostate_alloc(gptc_ostate *st, const gptc_optimizer_kind *k, gpt
     st->lo = lo;
     st->hi = hi;
     if (t == GPTC_OSTATE_INT8) {
-        st->blk_lo = gptc_ostate_block_of(m->tensors, m->ntensors, lo);
-        st->nblocks = gptc_ostate_block_of(m->tensors, m->ntensors, hi) - st->blk_lo;
+        st->blk_lo = gptc_ostate_block_of(m->ps.t, m->ps.n, lo);
+        st->nblocks = gptc_ostate_block_of(m->ps.t, m->ps.n, hi) - st->blk_lo;
     }
     size_t n = hi > lo ? hi - lo : 0;
     if (!n) return GPTC_OK;
@@ -120,16 +120,17 @@ static size_t piece_blocks(const gptc_tensor_desc *d, size_t lo, size_t hi, size
 size_t gptc_ostate_update(const gptc_model *m, const gptc_ostate *st, const float *g, size_t lo, size_t hi, float wd,
                         uint64_t seed, int t, gptc_ostate_block_fn fn, void *ctx) {
     const gptc_kernels *k = m->be.k;
+    const gptc_pset *ps = &m->ps; /* the trainable set (gpt2.h): the whole arena by default */
     size_t total = 0, updated = 0;
-    for (int i = 0; i < m->ntensors; i++) {
+    for (int i = 0; i < ps->n; i++) {
         size_t a, b, j0;
-        total += piece_blocks(&m->tensors[i], lo, hi, &a, &b, &j0);
+        total += piece_blocks(&ps->t[i], lo, hi, &a, &b, &j0);
         updated += b > a ? b - a : 0;
     }
     uint64_t key[GPTC_OPTIM_MAX_STATES];
     for (int s = 0; s < st->nstates; s++) key[s] = gptc_ostate_sr_key(seed, (uint64_t)t, s);
     /* the int8 block index of the range's first tensor piece, relative to the scales' first */
-    size_t blk0 = st->type == GPTC_OSTATE_INT8 ? gptc_ostate_block_of(m->tensors, m->ntensors, lo) - st->blk_lo : 0;
+    size_t blk0 = st->type == GPTC_OSTATE_INT8 ? gptc_ostate_block_of(ps->t, ps->n, lo) - st->blk_lo : 0;
 #pragma omp parallel if (total > 1)
     {
         /* this thread's blocks: an equal static share of the range's, in order */
@@ -140,8 +141,8 @@ size_t gptc_ostate_update(const gptc_model *m, const gptc_ostate *st, const floa
         float *ws[GPTC_OPTIM_MAX_STATES];
         for (int s = 0; s < GPTC_OPTIM_MAX_STATES; s++) ws[s] = w[s];
         size_t seen = 0, blk = blk0; /* blocks of the range before tensor i; their int8 scale index */
-        for (int i = 0; i < m->ntensors && seen < bb; i++) {
-            const gptc_tensor_desc *d = &m->tensors[i];
+        for (int i = 0; i < ps->n && seen < bb; i++) {
+            const gptc_tensor_desc *d = &ps->t[i];
             size_t a, b, j0, nb = piece_blocks(d, lo, hi, &a, &b, &j0);
             if (!nb) continue;
             float dwd = d->decay ? wd : 0.0f;
@@ -156,7 +157,7 @@ size_t gptc_ostate_update(const gptc_model *m, const gptc_ostate *st, const floa
                     if (st->type == GPTC_OSTATE_BF16) k->ostate_bf16_load(w[s], (const uint16_t *)st->buf[s] + e, n);
                     else k->ostate_q8_load(w[s], (const uint8_t *)st->buf[s] + e, n, st->absmax[s][blk + j], s == 0);
                 }
-                fn(ctx, m->params + x, g + (x - lo), ws, n, dwd);
+                fn(ctx, ps->values + d->src + (x - d->offset), g + (x - lo), ws, n, dwd);
                 for (int s = 0; s < st->nstates; s++) {
                     if (st->type == GPTC_OSTATE_BF16) k->ostate_bf16_store((uint16_t *)st->buf[s] + e, w[s], n, key[s], x);
                     else k->ostate_q8_store((uint8_t *)st->buf[s] + e, &st->absmax[s][blk + j], w[s], n, s == 0);

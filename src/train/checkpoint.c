@@ -90,8 +90,8 @@ static gptc_status meta_int(const gptc_st_file *f, const char *key, int *out) {
  * as entries: base is the buffer of the whole arena, elem bytes per element */
 static void fill_entries(const gptc_model *m, const void *base, gptc_dtype dtype, size_t elem, const char *prefix,
                          char (*names)[64], gptc_st_entry *e) {
-    for (int i = 0; i < m->ntensors; i++) {
-        const gptc_tensor_desc *d = &m->tensors[i];
+    for (int i = 0; i < m->ps.n; i++) { /* the trainable set's tensors (model/gpt2.h gptc_pset) */
+        const gptc_tensor_desc *d = &m->ps.t[i];
         snprintf(names[i], 64, "%s%s", prefix, d->name);
         e[i] = (gptc_st_entry){.name = names[i], .dtype = dtype, .ndim = d->ndim,
                                .data = (const char *)base + d->offset * elem};
@@ -103,10 +103,10 @@ static void fill_entries(const gptc_model *m, const void *base, gptc_dtype dtype
 /* an int8 state's scales (absmax of the whole arena's blocks) as one F32 entry per tensor, [its blocks] */
 static void fill_scales(const gptc_model *m, const float *absmax, const char *prefix, char (*names)[64],
                         gptc_st_entry *e) {
-    for (int i = 0; i < m->ntensors; i++) {
-        const gptc_tensor_desc *d = &m->tensors[i];
+    for (int i = 0; i < m->ps.n; i++) {
+        const gptc_tensor_desc *d = &m->ps.t[i];
         snprintf(names[i], 64, "%s%s", prefix, d->name);
-        size_t first = gptc_ostate_block_of(m->tensors, m->ntensors, d->offset);
+        size_t first = gptc_ostate_block_of(m->ps.t, m->ps.n, d->offset);
         e[i] = (gptc_st_entry){.name = names[i], .dtype = GPTC_F32, .ndim = 1,
                                .shape = {(int64_t)((d->numel + GPTC_OSTATE_BLOCK - 1) / GPTC_OSTATE_BLOCK)},
                                .data = absmax + first};
@@ -217,7 +217,7 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_opti
     gptc_remove_tree(tmp);
     if ((st = gptc_mkdir_p(tmp))) return st;
 
-    int n = m->ntensors, nb = opt ? opt->nstates : 0;
+    int n = m->ps.n, nb = opt ? opt->nstates : 0; /* state tensors: the trainable set's */
     bool q8 = state && state->type == GPTC_OSTATE_INT8;
     int nbuf = nb * (q8 ? 2 : 1); /* tensors per state buffer: the values, and for int8 the scales */
     char(*names)[64] = malloc(sizeof *names * n * (nbuf ? nbuf : 1));
@@ -228,8 +228,10 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_opti
         goto done;
     }
     if ((st = gptc_weights_write_hf(tmp, m, s->tokenizer, GPTC_F32, false))) goto done;
+    /* LoRA: the base weights above stay the base; the adapters beside them in PEFT's layout */
+    if (m->lora && (st = gptc_adapters_write(tmp, m, ""))) goto done;
     if (opt && state) {
-        GPTC_ASSERT(state->lo == 0 && state->hi == m->num_floats);
+        GPTC_ASSERT(state->lo == 0 && state->hi == m->ps.floats);
         meta_state(ol, m, opt, state->type, s);
         char prefix[64];
         for (int b = 0; b < nb; b++) {
@@ -417,8 +419,8 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
  * scales instead (F32, one per block of each tensor) into base (element 0 the scale of block blk_lo). */
 static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, const char *prefix, gptc_dtype dt,
                                 size_t elem, bool scales, void *base, size_t lo, size_t hi, size_t blk_lo) {
-    for (int i = 0; i < m->ntensors; i++) {
-        const gptc_tensor_desc *d = &m->tensors[i];
+    for (int i = 0; i < m->ps.n; i++) { /* the trainable set's tensors, in its compact arena */
+        const gptc_tensor_desc *d = &m->ps.t[i];
         char name[96];
         snprintf(name, sizeof name, "%s%s", prefix, d->name);
         const gptc_st_tensor *t = gptc_st_find(f, name);
@@ -443,7 +445,7 @@ static gptc_status load_tensors(const gptc_st_file *f, const gptc_model *m, cons
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
         if (a < b && scales) { /* the blocks of the piece [a, b): whole ones (the range does not cut a block) */
             size_t j0 = (a - d->offset) / GPTC_OSTATE_BLOCK, j1 = (b - d->offset + GPTC_OSTATE_BLOCK - 1) / GPTC_OSTATE_BLOCK;
-            size_t first = gptc_ostate_block_of(m->tensors, m->ntensors, d->offset);
+            size_t first = gptc_ostate_block_of(m->ps.t, m->ps.n, d->offset);
             memcpy((float *)base + (first + j0 - blk_lo), (const float *)t->data + j0, (j1 - j0) * sizeof(float));
         } else if (a < b) {
             memcpy((char *)base + (a - lo) * elem, (const char *)t->data + (a - d->offset) * elem, (b - a) * elem);

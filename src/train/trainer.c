@@ -16,6 +16,7 @@
 static gptc_status check_ranks_agree(trainer *t) {
     if (t->world == 1) return GPTC_OK;
     uint32_t mine = gptc_crc32c(0, t->model.params, sizeof(float) * t->model.num_floats);
+    if (t->model.lora) mine = gptc_crc32c(mine, t->model.lora->params, sizeof(float) * t->model.lora->floats);
     uint32_t *all = malloc(sizeof *all * t->world);
     gptc_status st = all ? GPTC_OK : gptc_fail(GPTC_ERR_NOMEM, "out of memory");
     if ((st = gptc_dist_agree(st))) return st;

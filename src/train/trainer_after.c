@@ -62,10 +62,10 @@ static gptc_status save(trainer *t, char *written, size_t cap) {
     size_t *bblk = NULL; /* [world+1] the shards' first blocks (int8) */
     if (t->bounds && t->world > 1) { /* ZeRO-1 on many ranks (with or without the fused update) */
         const gptc_model *m = &t->model;
-        if (t->rank == 0) st = gptc_ostate_alloc(&whole, t->opt, t->ostate.type, m, 0, m->num_floats);
+        if (t->rank == 0) st = gptc_ostate_alloc(&whole, t->opt, t->ostate.type, m, 0, m->ps.floats);
         if (!st && !(bblk = malloc(sizeof(size_t) * (t->world + 1)))) st = gptc_fail(GPTC_ERR_NOMEM, "out of memory");
         if ((st = gptc_dist_agree(st))) goto done;
-        for (int r = 0; r <= t->world; r++) bblk[r] = gptc_ostate_block_of(m->tensors, m->ntensors, t->bounds[r]);
+        for (int r = 0; r <= t->world; r++) bblk[r] = gptc_ostate_block_of(m->ps.t, m->ps.n, t->bounds[r]);
         size_t elem = gptc_ostate_elem(t->ostate.type);
         for (int b = 0; b < t->opt->nstates; b++) {
             if ((st = gptc_dist_gather_shards_elem(t->ostate.buf[b], whole.buf[b], t->bounds, elem, 0))) goto done;

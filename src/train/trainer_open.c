@@ -56,6 +56,21 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
         return gptc_fail(GPTC_ERR_ARG, "'fused_update' needs one micro-step per update, but 'total_batch' %ld is %ld "
                          "micro-steps of 'batch' x 'seq' = %ld tokens; use 'total_batch' 0 (or %ld), or a larger 'batch' "
                          "or 'seq'", o->total_batch, o->total_batch / bt, bt, bt);
+    bool part = (o->freeze && *o->freeze) || o->lora > 0; /* a trainable set other than the whole model */
+    if (o->lora > 0 && o->freeze && *o->freeze)
+        return gptc_fail(GPTC_ERR_ARG, "'freeze' %s: not with 'lora', which freezes the whole base model already; drop "
+                         "one of them", o->freeze);
+    if (part && o->fused_update)
+        return gptc_fail(GPTC_ERR_ARG, "'fused_update': not with '%s' (its gradients and optimizer state are small "
+                         "already); drop 'fused_update'", o->lora > 0 ? "lora" : "freeze");
+    if (o->freeze && *o->freeze && o->zero)
+        return gptc_fail(GPTC_ERR_ARG, "'zero' 1: not with 'freeze' yet (the trainable tensors are not one arena); "
+                         "drop 'zero'");
+    unsigned targets;
+    if (o->lora > 0 && (st = gptc_lora_targets_parse(o->lora_targets, &targets))) return st;
+    if (o->lora > 0 && o->lora > o->model.channels)
+        return gptc_fail(GPTC_ERR_ARG, "'lora' %d: the rank must be at most the model's width %d", o->lora,
+                         o->model.channels);
     if (o->on_bad != GPTC_ON_BAD_ROLLBACK && o->on_bad != GPTC_ON_BAD_STOP)
         return gptc_fail(GPTC_ERR_ARG, "'on_bad' %d: must be rollback or stop", (int)o->on_bad);
     if (o->naive_attention && (o->attn_dropout > 0 || (o->attn_dropout_schedule && *o->attn_dropout_schedule)))
@@ -179,6 +194,9 @@ static gptc_status check_memory(const trainer *t, const gptc_train_options *o) {
     req.optimizer = o->optimizer;
     req.fused_update = o->fused_update;
     req.optim_state = o->optim_state;
+    req.freeze = o->freeze;
+    req.lora = o->lora;
+    req.lora_targets = o->lora_targets;
     gptc_mem_plan plan;
     gptc_status st = gptc_mem_plan_make(&req, &plan);
     if (st) return st;
@@ -238,6 +256,15 @@ static gptc_status open_model(trainer *t, const gptc_train_options *o) {
     m->precision = o->dtype;
     m->recompute = o->recompute;
     m->fused_update = o->fused_update;
+    int nfrozen;
+    if (o->freeze && *o->freeze && (st = gptc_model_freeze(m, o->freeze, &nfrozen))) return st;
+    if (o->lora > 0) {
+        unsigned targets;
+        gptc_lora_targets_parse(o->lora_targets, &targets); /* checked by check_options */
+        if ((st = gptc_model_lora_attach(m, o->lora, o->lora_alpha > 0 ? o->lora_alpha : (float)o->lora, targets,
+                                         o->seed)))
+            return st;
+    }
     if ((st = gptc_model_alloc_train(m, o->batch, o->seq))) return st;
     if (o->op_plugins && *o->op_plugins) { /* kernels/plugin.h */
         gptc_op_run run = {.B = o->batch, .T = o->seq, .C = o->model.channels, .NH = o->model.heads, .gelu = o->model.gelu,
@@ -257,7 +284,7 @@ static gptc_status open_model(trainer *t, const gptc_train_options *o) {
  * many ranks, the gradient reducer. */
 static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
     gptc_model *m = &t->model;
-    size_t n = m->num_floats, share = n;
+    size_t n = m->ps.floats, share = n; /* the trainable set's compact arena (model/gpt2.h gptc_pset) */
     gptc_ostate_type type = GPTC_OSTATE_FP32;
     if (o->optim_state) gptc_ostate_parse(o->optim_state, &type); /* checked by check_options */
     t->lo = 0;
@@ -265,7 +292,7 @@ static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
     if (o->zero) {
         if (!(t->bounds = malloc(sizeof(size_t) * (t->world + 1)))) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
         gptc_dist_shards(n, t->world, t->bounds);
-        share = gptc_ostate_snap_bounds(m->tensors, m->ntensors, type, t->world, t->bounds);
+        share = gptc_ostate_snap_bounds(m->ps.t, m->ps.n, type, t->world, t->bounds);
         t->lo = t->bounds[t->rank];
         t->hi = t->bounds[t->rank + 1];
         /* (--fused-update exchanges each layer's slot whole: no gradient shard) */
@@ -283,9 +310,9 @@ static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
     if (!t->targets) return GPTC_ERR_NOMEM;
     t->use_red = t->world > 1 && !o->fused_update; /* --fused-update exchanges layer by layer itself */
     if (!t->use_red) return GPTC_OK;
-    if (!(t->starts = malloc(sizeof(size_t) * m->ntensors))) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < m->ntensors; i++) t->starts[i] = m->tensors[i].offset;
-    return gptc_reducer_init(&t->red, m->grads, n, t->starts, m->ntensors, o->bucket_mb * 1e6, t->gshard, t->bounds);
+    if (!(t->starts = malloc(sizeof(size_t) * m->ps.n))) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < m->ps.n; i++) t->starts[i] = m->ps.t[i].offset;
+    return gptc_reducer_init(&t->red, m->grads, n, t->starts, m->ps.n, o->bucket_mb * 1e6, t->gshard, t->bounds);
 }
 
 gptc_status trainer_open(trainer *t, gptc_train_options *o) {

@@ -28,6 +28,31 @@ gptc_status trainer_check_resume(const trainer *t, const gptc_train_options *o, 
                          "or another 'ckpt_dir' folder",
                          resume, saved.layers, saved.heads, saved.channels, saved.context, saved.vocab,
                          o->model.layers, o->model.heads, o->model.channels, o->model.context, o->model.vocab);
+    /* what trains must be what the checkpoint's optimizer state holds: its adapters, or its frozen tensors */
+    gptc_adapters_info ad;
+    if ((st = gptc_adapters_probe(resume, &ad))) return gptc_fail_prefix(st, "'ckpt_dir'");
+    if (ad.found && o->lora <= 0)
+        return gptc_fail(GPTC_ERR_STATE, "'ckpt_dir' %s: a LoRA run's checkpoint (adapters of rank %d); resume it with "
+                         "'lora' %d, or fine-tune its merged weights with 'init' %s and another 'ckpt_dir' folder", resume,
+                         ad.rank, ad.rank, resume);
+    if (!ad.found && o->lora > 0)
+        return gptc_fail(GPTC_ERR_STATE, "'ckpt_dir' %s: holds no LoRA adapters; start the LoRA run from it with 'init' %s "
+                         "and another 'ckpt_dir' folder", resume, resume);
+    char optim[4200];
+    snprintf(optim, sizeof optim, "%s/optim.safetensors", resume);
+    gptc_st_file f = {0};
+    if (gptc_is_file(optim) && gptc_st_open(&f, optim) == GPTC_OK) {
+        const char *had = gptc_st_meta(&f, "gptc.freeze");
+        const char *want = o->freeze ? o->freeze : "";
+        bool differ = strcmp(had ? had : "", want) != 0;
+        char was[256];
+        snprintf(was, sizeof was, "%s", had ? had : "");
+        gptc_st_close(&f);
+        if (differ)
+            return gptc_fail(GPTC_ERR_STATE, "'ckpt_dir' %s: was trained with 'freeze' \"%s\" but this run asks for \"%s\"; "
+                             "use 'freeze' \"%s\", or start from it with 'init' %s and another 'ckpt_dir' folder", resume,
+                             was, want, was, resume);
+    }
     if (saved.gelu != o->model.gelu)
         return gptc_fail(GPTC_ERR_STATE,
                          "'ckpt_dir' %s: holds a model trained with 'model.gelu' %s, but this run asks for 'model.gelu' %s; use "
@@ -113,6 +138,11 @@ gptc_status trainer_start_weights(trainer *t, const gptc_train_options *o, const
     t->sched = (gptc_lr_schedule){.lr = o->lr, .warmup = o->warmup, .steps = o->steps, .floor = o->lr_floor};
     if (o->eval_hellaswag && (st = open_hellaswag(t, o->eval_hellaswag))) return st;
     if (!o->sample_every) return GPTC_OK;
+    if (o->lora > 0) { /* the decoder reads the base weights alone */
+        if (t->rank == 0) gptc_warn("'sample_every': no samples in the log of a LoRA run (sample its checkpoints: gptc "
+                                    "sample folds the adapters in)");
+        return GPTC_OK;
+    }
     if (!t->state.tokenizer[0]) {
         if (t->rank == 0) gptc_warn("'sample_every': the data does not name its tokenizer (no meta.json); no samples");
         return GPTC_OK;

@@ -73,8 +73,8 @@ static void reducer_hook(void *user, size_t lo) { gptc_reducer_ready(user, lo); 
  * layer, out of order, and adds them in tensor order at the end), so they agree to the bit. */
 static double tensor_sumsq(const gptc_model *m, const float *g, size_t lo, size_t hi) {
     double sum = 0;
-    for (int i = 0; i < m->ntensors; i++) {
-        const gptc_tensor_desc *d = &m->tensors[i];
+    for (int i = 0; i < m->ps.n; i++) { /* the trainable set's tensors, in its compact arena */
+        const gptc_tensor_desc *d = &m->ps.t[i];
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
         if (a < b) sum += gptc_be_grad_sumsq(&m->be, g + (a - lo), b - a);
     }
@@ -122,7 +122,7 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
     if (t->world > 1) gptc_prof_end(0, 16.0 * t->world);
     if ((st = gptc_dist_agree(st))) return st;
     *loss = (float)(sums[0] / t->world);
-    *norm = sqrt(o->zero ? sums[1] : tensor_sumsq(m, m->grads, 0, m->num_floats));
+    *norm = sqrt(o->zero ? sums[1] : tensor_sumsq(m, m->grads, 0, m->ps.floats));
     return GPTC_OK;
 }
 
@@ -154,16 +154,17 @@ static gptc_status update(trainer *t, const float *g, const step_outcome *s) {
     float scale = gptc_clip_scale(s->norm, o->clip);
     t->opt->update(&t->model, o, g, &t->ostate, t->lo, t->hi, s->hv.lr, s->hv.weight_decay, scale, t->state.step + 1);
     if (!o->zero) {
-        gptc_model_params_changed(&t->model, t->lo, t->hi);
+        gptc_model_pset_changed(&t->model, t->lo, t->hi);
         /* a device backend runs the update asynchronously; the checkpoint writer, the guard's rollback and
          * the evaluation read or write the arenas from the host after the step (a no-op on the CPU) */
         t->model.be.mem->synchronize();
         return GPTC_OK;
     }
     gptc_prof_begin(GPTC_PROF_COMM, "comm.allgather_params", -1);
-    gptc_status st = gptc_dist_allgather_shards(t->model.params, t->bounds);
-    gptc_prof_end(0, sizeof(float) * (double)t->model.num_floats);
-    gptc_model_params_changed(&t->model, 0, t->model.num_floats);
+    /* the trainable values are one arena in the compact layout (the whole model, or the adapters) */
+    gptc_status st = gptc_dist_allgather_shards(t->model.ps.values, t->bounds);
+    gptc_prof_end(0, sizeof(float) * (double)t->model.ps.floats);
+    gptc_model_pset_changed(&t->model, 0, t->model.ps.floats);
     return gptc_dist_agree(st);
 }
 

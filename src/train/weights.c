@@ -289,7 +289,8 @@ gptc_status gptc_weights_probe(const char *path, gptc_weights_info *info) {
         snprintf(info->file, sizeof info->file, "%s/" MODEL_FILE, path);
         if (!gptc_is_file(info->file))
             return gptc_fail(GPTC_ERR_IO, "%s: no " MODEL_FILE " in the folder; expected " WHAT, path);
-        return probe_safetensors(info->file, info);
+        gptc_status st = probe_safetensors(info->file, info);
+        return st ? st : gptc_adapters_probe(path, &info->adapters);
     }
     snprintf(info->file, sizeof info->file, "%s", path);
     int fd = open(path, O_RDONLY);
@@ -435,7 +436,9 @@ gptc_status gptc_weights_load(const gptc_weights_info *info, gptc_model *m) {
     gptc_status st = check_same_config(info->file, &info->cfg, &m->cfg);
     if (st) return st;
     memset(m->params, 0, m->num_floats * sizeof(float));
-    return info->format == GPTC_WEIGHTS_LLMC ? load_llmc(info, m) : load_safetensors(info, m);
+    st = info->format == GPTC_WEIGHTS_LLMC ? load_llmc(info, m) : load_safetensors(info, m);
+    if (st || !info->adapters.found || info->base_only) return st;
+    return m->lora ? gptc_adapters_load(&info->adapters, m) : gptc_adapters_merge(&info->adapters, m);
 }
 
 /* ---- writing */
@@ -670,7 +673,7 @@ static gptc_status write_hf_extras(const char *dir, const gptc_model_config *c, 
     return write_json(path, tc);
 }
 
-gptc_status gptc_weights_export(const char *src, const char *format, gptc_dtype dtype, const char *out) {
+gptc_status gptc_weights_export(const char *src, const char *format, gptc_dtype dtype, const char *out, bool merge_lora) {
     bool hf = format && !strcmp(format, "hf"), llmc = format && !strcmp(format, "llmc");
     if (!hf && !llmc) return gptc_fail(GPTC_ERR_ARG, "'format' %s: expected hf or llmc", format ? format : "(missing)");
     if (!out || !*out) return gptc_fail(GPTC_ERR_ARG, "'out': missing; give the folder (hf) or file (llmc) to write");
@@ -678,6 +681,13 @@ gptc_status gptc_weights_export(const char *src, const char *format, gptc_dtype 
     gptc_weights_info info;
     gptc_status st = gptc_weights_find(src, &info);
     if (st) return gptc_fail_prefix(st, "'ckpt'");
+    if (merge_lora && !info.adapters.found)
+        return gptc_fail(GPTC_ERR_ARG, "'merge_lora': %s holds no LoRA adapters (no adapter_config.json); drop "
+                         "'merge_lora'", src);
+    if (info.adapters.found && !merge_lora && llmc)
+        return gptc_fail(GPTC_ERR_ARG, "'format' llmc: %s holds LoRA adapters, which an llm.c file cannot; add "
+                         "'merge_lora' to fold them in", src);
+    info.base_only = info.adapters.found && !merge_lora; /* hf: the adapters are copied beside the base */
     gptc_model m = {0};
     if ((st = gptc_model_init(&m, &info.cfg)) || (st = gptc_weights_load(&info, &m))) goto done;
     if (hf) {
@@ -689,6 +699,7 @@ gptc_status gptc_weights_export(const char *src, const char *format, gptc_dtype 
         }
         if ((st = gptc_mkdir_p(out)) || (st = gptc_weights_write_hf(out, &m, info.tokenizer, dtype, true))) goto done;
         st = write_hf_extras(out, &m.cfg, info.tokenizer, gpt2 ? enc : NULL, gpt2 ? bpe : NULL);
+        if (!st && info.base_only) st = gptc_adapters_copy(&info.adapters, out);
     } else {
         st = gptc_weights_write_llmc(out, &m, dtype);
     }

@@ -109,10 +109,14 @@ __global__ static void encoder_bwd_wpe(float *dwpe, const float *dout, int B, in
     }
 }
 static void c_encoder_bwd(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C) {
-    encoder_bwd_wte<<<(C + 127) / 128, 128, 0, STREAM>>>(dwte, dout, inp, B * T, C);
-    CUDA_LAUNCHED();
-    encoder_bwd_wpe<<<gptc_cuda_blocks((size_t)T * C, TPB), TPB, 0, STREAM>>>(dwpe, dout, B, T, C);
-    CUDA_LAUNCHED();
+    if (dwte) { /* NULL: a frozen embedding */
+        encoder_bwd_wte<<<(C + 127) / 128, 128, 0, STREAM>>>(dwte, dout, inp, B * T, C);
+        CUDA_LAUNCHED();
+    }
+    if (dwpe) {
+        encoder_bwd_wpe<<<gptc_cuda_blocks((size_t)T * C, TPB), TPB, 0, STREAM>>>(dwpe, dout, B, T, C);
+        CUDA_LAUNCHED();
+    }
 }
 
 /* ---- LayerNorm (eps 1e-5, biased variance) */
@@ -473,6 +477,14 @@ static void c_dropout(float *out, const float *in, size_t n, float p, uint64_t s
 
 __global__ static void to_bf16_k(uint16_t *out, const float *x, size_t n) {
     GRID_STRIDE(i, n) out[i] = gptc_dev_f32_to_bf16(x[i]);
+}
+__global__ static void scale_k(float *x, float s, size_t n) {
+    GRID_STRIDE(i, n) x[i] *= s;
+}
+static void c_scale(float *x, float s, size_t n) {
+    if (!n) return;
+    scale_k<<<gptc_cuda_blocks(n, TPB), TPB, 0, STREAM>>>(x, s, n);
+    CUDA_LAUNCHED();
 }
 static void c_to_bf16(uint16_t *out, const float *x, size_t n) {
     if (!n) return;
@@ -953,6 +965,7 @@ const gptc_kernels *gptc_cuda_table(void) {
     t.gelu_sigmoid_fwd_bf16 = c_gelu_sigmoid_fwd_bf16;
     t.heads_to_rows_bf16 = c_heads_to_rows_bf16;
     t.to_bf16 = c_to_bf16;
+    t.scale = c_scale;
     t.gemm_bf16_in16 = gptc_cuda_gemm_bf16_in16;
     t.flash_scratch = c_flash_scratch;
     t.flash_scratch_bf16 = c_flash_scratch;

@@ -110,6 +110,12 @@ static void ref_gelu_sigmoid_fwd_bf16(uint16_t *out, const float *inp, size_t n)
 /* x (n) = 0 */
 static void ref_zero(float *x, size_t n) { memset(x, 0, n * sizeof *x); }
 
+/* x (n) *= s */
+static void ref_scale(float *x, float s, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 16))
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
 /* out (n) = x rounded to bf16 */
 static void ref_to_bf16(uint16_t *out, const float *x, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 16))
@@ -186,6 +192,7 @@ static const gptc_kernels g_ref = {
     .ostate_q8_load = gptc_ostate_q8_load_ref,
     .ostate_q8_store = gptc_ostate_q8_store_ref,
     .matvec = ref_matvec,
+    .scale = ref_scale,
     .flash_scratch = gptc_flash_scratch_ref,
     .flash_scratch_bf16 = gptc_flash_scratch_bf16_ref,
 };
