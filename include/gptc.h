@@ -208,6 +208,9 @@ typedef struct gptc_step_info {
     const gptc_model_config *model; /* the model being trained (vocab resolved from the data) */
     int first_step;        /* step the run starts from (0, or the resumed step) */
     long tokens_per_update;
+    double flops_per_token; /* the step's model FLOPs per token as this run computes them: 6N + attention for
+                            * the whole model; less with 'freeze' or 'lora' (the products they skip), plus the
+                            * adapters' own */
     int step;              /* 1-based number of the step just finished (START: first_step) */
     int steps;             /* total steps of the run */
     float loss;            /* mean train loss over the step's micro-batches */

@@ -26,8 +26,12 @@ static void tokens(int *x, int n, uint64_t seed) {
 
 /* A model of k_cfg with weights of seed 7; lora > 0 attaches adapters (targets, alpha 2 * r) and gives B random
  * values of scale bscale (0: the zero init); freeze: patterns (NULL: none). Allocated for (B, T). */
+static gptc_precision g_dtype = GPTC_PRECISION_FP32; /* make()'s precision and recompute level */
+static gptc_recompute g_recompute = GPTC_RECOMPUTE_NONE;
 static void make(gptc_model *m, int lora, unsigned targets, float bscale, const char *freeze) {
     CHECK_OK(gptc_model_init(m, &k_cfg));
+    m->precision = g_dtype;
+    m->recompute = g_recompute;
     gptc_model_init_weights(m, 7);
     int nfrozen;
     if (freeze) CHECK_OK(gptc_model_freeze(m, freeze, &nfrozen));
@@ -283,6 +287,44 @@ TEST(lora_merge_equals_adapted_forward) {
     }
     free(losses);
     gptc_model_free(&ad);
+}
+
+/* Under bf16 (the O2 weight copy, bf16 activations) the adapters' gradients are the same bits with every
+ * recompute level, and within bf16's rounding of the fp32 ones. */
+TEST(lora_bf16_and_recompute) {
+    int in[B * T], tg[B * T];
+    tokens(in, B * T, 21);
+    tokens(tg, B * T, 22);
+    float *ref = NULL, *fp32 = NULL;
+    size_t n = 0;
+    const gptc_recompute levels[] = {GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_GELU, GPTC_RECOMPUTE_ATTN, GPTC_RECOMPUTE_BLOCK};
+    for (int v = -1; v < 4; v++) { /* -1: fp32 */
+        g_dtype = v < 0 ? GPTC_PRECISION_FP32 : GPTC_PRECISION_BF16;
+        g_recompute = v < 0 ? GPTC_RECOMPUTE_NONE : levels[v];
+        gptc_model m;
+        make(&m, 4, ALL_SITES, 0.3f, NULL);
+        gptc_model_zero_grad(&m);
+        gptc_model_forward_backward(&m, in, tg, B, T, 1.0f);
+        n = m.lora->floats;
+        float *g = malloc(n * sizeof(float));
+        memcpy(g, m.grads, n * sizeof(float));
+        if (v < 0) fp32 = g;
+        else if (v == 0) ref = g;
+        else {
+            CHECK_MSG(memcmp(g, ref, n * sizeof(float)) == 0, "bf16 recompute %s: the adapters' gradients differ from none's",
+                      gptc_recompute_name(levels[v]));
+            free(g);
+        }
+        gptc_model_free(&m);
+    }
+    g_dtype = GPTC_PRECISION_FP32;
+    g_recompute = GPTC_RECOMPUTE_NONE;
+    double big = 0, err = 0;
+    for (size_t i = 0; i < n; i++) big = fmax(big, fabs(fp32[i])), err = fmax(err, fabs(fp32[i] - ref[i]));
+    printf("    bf16 vs fp32 adapters' gradients: worst %.2e of the largest entry\n", err / big);
+    CHECK_MSG(err <= 0.05 * big, "bf16 adapters' gradients off by %.3g of the largest fp32 entry", err / big);
+    free(ref);
+    free(fp32);
 }
 
 /* ---- through gptc_train and the CLI */

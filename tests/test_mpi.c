@@ -85,8 +85,8 @@ static double losses_err(const double *a, const double *b, int from) {
     return worst;
 }
 
-/* The largest, over the tensors, of max |a - b| / max(max |b|, 0.01) between the final weights of
- * two checkpoint folders (the floor keeps tensors that start at zero, the biases, from dividing
+/* The largest, over the tensors, of max |a - b| / max(max |b|, 0.01) between the final tensors in `file`
+ * (the weights, or LoRA's adapters) of two checkpoint folders (the floor keeps tensors that start at zero, the biases, from dividing
  * by their own tiny size); NaN when a tensor is missing. One slice is left out and measured on its
  * own, absolute, into *kbias: the key third of attn.c_attn.bias. Its true gradient is zero (a key
  * bias adds the same score to a whole softmax row), so what the backward computes there is
@@ -94,10 +94,10 @@ static double losses_err(const double *a, const double *b, int from) {
  * noise sets, and any change of summation order (B vs 2B rows) changes them. Small here (a few
  * 1e-6 after 10 steps) but relative to nothing, they get an absolute bound. */
 static char g_worst[64]; /* the tensor of the last weights_err's largest difference */
-static double weights_err(const char *ck_a, const char *ck_b, double *kbias) {
+static double file_err(const char *ck_a, const char *ck_b, const char *file, double *kbias) {
     char pa[1024], pb[1024];
-    snprintf(pa, sizeof pa, "%s/step-%08d/model.safetensors", ck_a, STEPS);
-    snprintf(pb, sizeof pb, "%s/step-%08d/model.safetensors", ck_b, STEPS);
+    snprintf(pa, sizeof pa, "%s/step-%08d/%s", ck_a, STEPS, file);
+    snprintf(pb, sizeof pb, "%s/step-%08d/%s", ck_b, STEPS, file);
     gptc_st_file a = {0}, b = {0};
     CHECK_OK(gptc_st_open(&a, pa));
     CHECK_OK(gptc_st_open(&b, pb));
@@ -127,6 +127,10 @@ static double weights_err(const char *ck_a, const char *ck_b, double *kbias) {
     gptc_st_close(&a);
     gptc_st_close(&b);
     return worst;
+}
+/* file_err of the weights (model.safetensors) */
+static double weights_err(const char *ck_a, const char *ck_b, double *kbias) {
+    return file_err(ck_a, ck_b, "model.safetensors", kbias);
 }
 
 /* The reference: one process, micro-batch 4, 10 steps (made once). */
@@ -251,6 +255,39 @@ TEST(mpi_fused_update_matches_one_rank_double_batch) {
             CHECK_MSG(same_optim_state(ck, fused_ck), "fused-zero1: the checkpoint's optimizer state is not the fused run's");
         }
         free(out);
+    }
+}
+
+/* --lora (its compact gradients exchanged by the reducer; with ZeRO-1 the adapters sharded and all-gathered)
+ * and --freeze on 2 ranks equal 1 rank with twice the batch. */
+TEST(mpi_lora_and_freeze_match_one_rank_double_batch) {
+    if (!have_mpi()) return;
+    static const struct { const char *name, *flags; } cases[] = {
+        {"lora", "--lora 4 --lora-targets attn,mlp --bucket-mb 0.01"},
+        {"lora-zero1", "--lora 4 --lora-targets attn,mlp --zero 1"},
+        {"freeze", "--freeze wte,wpe,h.0.* --bucket-mb 0.05"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char ck1[600], l1[700], ck2[600], l2[700], *out = NULL;
+        double one[STEPS + 1], two[STEPS + 1];
+        snprintf(ck1, sizeof ck1, "%s/mpi-%s-1", test_tmpdir(), cases[i].name);
+        snprintf(l1, sizeof l1, "%s.losses", ck1);
+        snprintf(ck2, sizeof ck2, "%s/mpi-%s-2", test_tmpdir(), cases[i].name);
+        snprintf(l2, sizeof l2, "%s.losses", ck2);
+        int rc = train(1, 4, STEPS, ck1, l1, cases[i].flags, &out);
+        CHECK_MSG(rc == 0, "%s on 1 rank: exit %d: %s", cases[i].name, rc, out);
+        free(out);
+        out = NULL;
+        rc = train(2, 2, STEPS, ck2, l2, cases[i].flags, &out);
+        CHECK_MSG(rc == 0, "%s on 2 ranks: exit %d: %s", cases[i].name, rc, out);
+        free(out);
+        read_losses(l1, one);
+        read_losses(l2, two);
+        double kb = 0, le = losses_err(two, one, 1);
+        double we = file_err(ck2, ck1, strstr(cases[i].name, "lora") ? "adapter_model.safetensors" : "model.safetensors", &kb);
+        printf("    %-10s max loss rel diff %.2e, max trained-weight diff %.2e\n", cases[i].name, le, we);
+        CHECK_MSG(le <= LOSS_TOL, "%s: losses differ by %g (relative)", cases[i].name, le);
+        CHECK_MSG(we <= WEIGHT_TOL && kb <= KBIAS_TOL, "%s: weights differ by %g (key bias %g)", cases[i].name, we, kb);
     }
 }
 

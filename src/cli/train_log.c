@@ -95,7 +95,7 @@ static int on_start(progress *p, const gptc_step_info *in) {
     p->started = true;
     p->first_step = in->first_step;
     int world = gptc_dist_world();
-    p->flops = gptc_model_flops_per_token(m, t->seq);
+    p->flops = in->flops_per_token > 0 ? in->flops_per_token : gptc_model_flops_per_token(m, t->seq);
     if (p->c->log_losses && !(p->losses = fopen(p->c->log_losses, "w"))) {
         fprintf(stderr, "gptc: --log-losses %s: cannot open for writing\n", p->c->log_losses);
         p->failed = true;

@@ -279,3 +279,14 @@ void gptc_mapped_release(const void *map, size_t map_size, const void *data, siz
     if (hi > end) hi = end;
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* a read-only private mapping: refaulted from the file */
 }
+
+gptc_status gptc_file_copy(const char *from, const char *to) {
+    char *data = NULL;
+    size_t len = 0;
+    gptc_status st = gptc_file_read_all(from, &data, &len);
+    if (st) return st;
+    const void *parts[1] = {data};
+    st = gptc_file_write_atomic(to, parts, &len, 1);
+    gptc_free(data);
+    return st;
+}

@@ -23,6 +23,8 @@ gptc_status gptc_atomic_commit(gptc_atomic_file *f);
 void gptc_atomic_abort(gptc_atomic_file *f);
 /* Reads a whole file into a gptc_alloc buffer, released with gptc_free (NUL-terminated, *len excludes the NUL). */
 gptc_status gptc_file_read_all(const char *path, char **data, size_t *len);
+/* Copies file `from` to `to` (written atomically). */
+gptc_status gptc_file_copy(const char *from, const char *to);
 /* Drops the resident pages of data[0..n) inside a read-only private mapping map[0..map_size) (they
  * are read again from the file if touched): readers that copy a mapped file piece by piece call it
  * after each piece, so the file's size is not added to the process's resident memory. */

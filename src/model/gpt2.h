@@ -235,6 +235,12 @@ void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi);
 
 /* ---- what training updates (model/trainable.c, model/lora.c) */
 
+/* A training step's FLOPs per token for m as set up (the multiply-adds of the products it runs, x2, and the
+ * attention's): gptc_model_flops_per_token for the whole model; with a partial trainable set the forward,
+ * the input gradients of the layers the backward reaches (bwd_floor), the weight gradients of the trained
+ * matrices only, and the adapters' six small products per adapted site. */
+double gptc_model_step_flops_per_token(const gptc_model *m, int T);
+
 /* Whether a --freeze pattern matches a tensor name (gptc_tensor_desc.name, "h.3.attn.c_attn.weight"): as a
  * glob over the whole name ("*.bias"), or component by component as a prefix of it, each component equal,
  * a glob, or a range of integers "A-B" ("wte", "h.0-9.*", "h.*.ln_1"). */

@@ -351,6 +351,16 @@ static float *alloc_part_grads(gptc_model *m) {
     return m->grads = mem->alloc(floats * sizeof(float), "gradients (trainable tensors)");
 }
 
+/* The gradient view of tensor i of the model's table (the order point_views fills them in). */
+static float **grad_view(gptc_model *m, int i) {
+    int n = m->ntensors;
+    if (i == 0) return &m->g.wte;
+    if (i == 1) return &m->g.wpe;
+    if (i == n - 2) return &m->g.lnfw;
+    if (i == n - 1) return &m->g.lnfb;
+    return &((float **)&m->g.layer[(i - 2) / GPTC_LAYER_TENSORS])[(i - 2) % GPTC_LAYER_TENSORS];
+}
+
 /* Whether tensor i (of the model's table) has a gradient: not frozen, and no adapters. */
 static bool trained(const gptc_model *m, int i) { return !m->lora && !(m->frozen && m->frozen[i]); }
 
@@ -360,19 +370,9 @@ static bool trained(const gptc_model *m, int i) { return !m->lora && !(m->frozen
 static bool point_part_views(gptc_model *m, int B, int T) {
     const gptc_backend_memory *mem = m->be.mem;
     int L = m->cfg.layers, C = m->cfg.channels;
-    /* every view, then the frozen ones cleared and the trained ones moved to their compact place */
-    point_views(m, m->params, &m->g);
+    /* the trained tensors' views at their compact places (the set lists them in table order), NULL for the rest */
     int k = 0;
-    for (int i = 0; i < m->ntensors; i++) {
-        float **v = i == 0 ? &m->g.wte : i == 1 ? &m->g.wpe : i == m->ntensors - 2 ? &m->g.lnfw
-                  : i == m->ntensors - 1 ? &m->g.lnfb
-                  : &((float **)&m->g.layer[(i - 2) / GPTC_LAYER_TENSORS])[(i - 2) % GPTC_LAYER_TENSORS];
-        if (!trained(m, i)) {
-            *v = NULL;
-            continue;
-        }
-        *v = m->grads + m->ps.t[k++].offset;
-    }
+    for (int i = 0; i < m->ntensors; i++) *grad_view(m, i) = trained(m, i) ? m->grads + m->ps.t[k++].offset : NULL;
     if (!(m->gscratch = mem->alloc(sizeof(float) * 2 * (size_t)C, "frozen LayerNorm scratch"))) return false;
     /* the lowest layer holding something trained: the backward stops there (-1: the embeddings too) */
     m->bwd_floor = L;

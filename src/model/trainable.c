@@ -119,3 +119,17 @@ void gptc_model_pset_changed(gptc_model *m, size_t lo, size_t hi) {
         if (a < b) gptc_model_params_changed(m, d->src + (a - d->offset), d->src + (b - d->offset));
     }
 }
+
+double gptc_model_step_flops_per_token(const gptc_model *m, int T) {
+    const gptc_model_config *c = &m->cfg;
+    if (!m->lora && !m->frozen) return gptc_model_flops_per_token(c, T);
+    double C = c->channels, L = c->layers, V = c->vocab, layer = 12 * C * C; /* a block's weights */
+    double nb = L - (m->bwd_floor > 0 ? m->bwd_floor : 0);                   /* blocks the backward runs */
+    double fwd = 2 * (L * layer + V * C) + 4 * L * C * T;                    /* products, attention */
+    double dx = 2 * (nb * layer + V * C) + 8 * nb * C * T;                   /* input gradients, attention's */
+    double dw = 0;                                                           /* weight gradients */
+    for (int i = 0; !m->lora && i < m->ps.n; i++)
+        if (m->ps.t[i].ndim == 2 && strcmp(m->ps.t[i].name, "wpe.weight") != 0) dw += 2.0 * m->ps.t[i].numel;
+    for (int i = 0; m->lora && i < m->lora->ntensors; i++) dw += 6.0 * m->lora->tensors[i].numel; /* r (in + out) */
+    return fwd + dx + dw;
+}

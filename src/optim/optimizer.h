@@ -3,6 +3,10 @@
  * gptc_optimizer_kind, plus its line in the registry (optim/optimizer.c). Nothing outside optim/
  * names an optimizer's hyper-parameters: the kind reads its own from the run's options.
  *
+ * "The arena" below is the model's trainable set (model/gpt2.h gptc_pset, m->ps): the parameter arena by
+ * default, or the compact arena of what --freeze leaves or of LoRA's adapters; the optimizer reaches each
+ * tensor's values through m->ps (values + src).
+ *
  * State: `nstates` buffers, each shaped like the parameter arena (num_floats elements, or a ZeRO-1
  * shard [lo, hi) of it), held in one of three types (--optim-state, gptc_ostate below): fp32 (4 bytes
  * per parameter and state), bf16 (2 bytes, stochastic rounding) or int8 (1 byte, plus one fp32 absmax

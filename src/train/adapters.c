@@ -236,13 +236,7 @@ gptc_status gptc_adapters_copy(const gptc_adapters_info *a, const char *dir) {
         char from[4300], to[4300];
         snprintf(from, sizeof from, "%s/%s", a->dir, files[i]);
         snprintf(to, sizeof to, "%s/%s", dir, files[i]);
-        char *data = NULL;
-        size_t len = 0;
-        gptc_status st = gptc_file_read_all(from, &data, &len);
-        if (st) return st;
-        const void *parts[1] = {data};
-        st = gptc_file_write_atomic(to, parts, &len, 1);
-        gptc_free(data);
+        gptc_status st = gptc_file_copy(from, to);
         if (st) return st;
     }
     return GPTC_OK;

@@ -103,6 +103,7 @@ static gptc_status start(run *x) {
     if (st) return st;
     x->base = (gptc_step_info){.event = GPTC_EVENT_START, .model = &x->o.model, .first_step = r->first_step,
                                .tokens_per_update = (long)t->state.hp.i[GPTC_HP_total_batch], .step = r->first_step,
+                               .flops_per_token = gptc_model_step_flops_per_token(&t->model, x->o.seq),
                                .steps = x->o.steps, .val_loss = NAN, .hellaswag_acc = NAN,
                                .hellaswag_acc_norm = NAN};
     x->stop = t->rank == 0 && x->on_step && x->on_step(x->user, &x->base);

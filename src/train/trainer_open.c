@@ -141,6 +141,18 @@ static gptc_status open_checks(trainer *t, gptc_train_options *op, gptc_data_met
                              o->init, init->cfg.layers, init->cfg.heads, init->cfg.channels, init->cfg.context,
                              init->cfg.vocab, gptc_gelu_name(init->cfg.gelu), o->model.layers, o->model.heads,
                              o->model.channels, o->model.context, o->model.vocab, gptc_gelu_name(o->model.gelu));
+        const gptc_adapters_info *ad = &init->adapters;
+        unsigned targets = 0;
+        if (ad->found && o->lora > 0 && !gptc_lora_targets_parse(o->lora_targets, &targets) &&
+            (ad->rank != o->lora || ad->targets != targets)) {
+            char have[96], want[96];
+            gptc_lora_targets_name(ad->targets, have, sizeof have);
+            gptc_lora_targets_name(targets, want, sizeof want);
+            return gptc_fail(GPTC_ERR_STATE, "'init' %s: holds LoRA adapters of rank %d on %s, but this run asks for "
+                             "'lora' %d on %s; use 'lora' %d 'lora_targets' %s to go on training them, or merge them "
+                             "first (gptc export --merge-lora) and start new ones from the merged weights", o->init,
+                             ad->rank, have, o->lora, want, ad->rank, have);
+        }
         if (*has_meta && init->tokenizer[0] && meta->tokenizer[0] && strcmp(init->tokenizer, meta->tokenizer) != 0)
             return gptc_fail(GPTC_ERR_STATE, "'init' %s: weights for %s tokens but 'data' %s holds %s tokens; prepare "
                              "the data with the %s tokenizer", o->init, init->tokenizer, o->data, meta->tokenizer,
@@ -256,7 +268,7 @@ static gptc_status open_model(trainer *t, const gptc_train_options *o) {
     m->precision = o->dtype;
     m->recompute = o->recompute;
     m->fused_update = o->fused_update;
-    int nfrozen;
+    int nfrozen = 0;
     if (o->freeze && *o->freeze && (st = gptc_model_freeze(m, o->freeze, &nfrozen))) return st;
     if (o->lora > 0) {
         unsigned targets;
@@ -266,6 +278,18 @@ static gptc_status open_model(trainer *t, const gptc_train_options *o) {
             return st;
     }
     if ((st = gptc_model_alloc_train(m, o->batch, o->seq))) return st;
+    if (t->rank == 0 && (m->lora || m->frozen)) { /* what trains */
+        size_t trained = 0;
+        for (int i = 0; i < m->ps.n; i++) trained += m->ps.t[i].numel;
+        char what[128];
+        if (m->lora) gptc_lora_targets_name(m->lora->targets, what, sizeof what);
+        if (m->lora)
+            gptc_log("lora: trains %.3fM parameters (rank %d, alpha %g, on %s); the base's %.1fM are frozen",
+                     trained / 1e6, m->lora->rank, m->lora->alpha, what, gptc_model_num_params(&m->cfg) / 1e6);
+        else
+            gptc_log("freeze: trains %.3fM parameters; %d tensors (%.1fM parameters) frozen", trained / 1e6, nfrozen,
+                     (gptc_model_num_params(&m->cfg) - trained) / 1e6);
+    }
     if (o->op_plugins && *o->op_plugins) { /* kernels/plugin.h */
         gptc_op_run run = {.B = o->batch, .T = o->seq, .C = o->model.channels, .NH = o->model.heads, .gelu = o->model.gelu,
                            .fuse = m->fuse, .naive_attention = m->naive_attention, .decode = o->sample_every > 0,

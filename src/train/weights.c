@@ -596,17 +596,6 @@ done:
 }
 
 /* Copies the file from to to (atomically). */
-static gptc_status copy_file(const char *from, const char *to) {
-    char *data = NULL;
-    size_t len = 0;
-    gptc_status st = gptc_file_read_all(from, &data, &len);
-    if (st) return st;
-    const void *parts[1] = {data};
-    st = gptc_file_write_atomic(to, parts, &len, 1);
-    gptc_free(data);
-    return st;
-}
-
 /* The GPT-2 vocabulary files to put in an exported folder, for the weights in file: the source
  * folder's own vocab.json and merges.txt when it holds both, else encoder.json and vocab.bpe where
  * gptc_tokenizer_open("gpt2") finds them. Checked by opening them as the readers will. */
@@ -650,9 +639,9 @@ static gptc_status write_hf_extras(const char *dir, const gptc_model_config *c, 
     gptc_status st = write_json(path, g);
     if (st || !enc) return st;
     snprintf(path, sizeof path, "%s/vocab.json", dir);
-    if ((st = copy_file(enc, path))) return st;
+    if ((st = gptc_file_copy(enc, path))) return st;
     snprintf(path, sizeof path, "%s/merges.txt", dir);
-    if ((st = copy_file(bpe, path))) return st;
+    if ((st = gptc_file_copy(bpe, path))) return st;
     const char *special[] = {"bos_token", "eos_token", "unk_token"};
     cJSON *map = cJSON_CreateObject(), *tc = cJSON_CreateObject();
     for (int i = 0; i < 3; i++) {
