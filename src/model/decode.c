@@ -164,10 +164,10 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
     int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, V = m->cfg.vocab, HS = C / NH;
     if (d->shared) unshare(m, d); /* the other samples keep their positions, now in their own rows */
     k->encoder_fwd(d->px, tokens, m->w.wte, m->w.wpe, 1, n, C);
-    for (int l = 0; l < L; l++) {
+    k->layernorm_fwd(d->pxn, d->pmean, d->prstd, d->px, m->w.layer[0].ln1w, m->w.layer[0].ln1b, n, C);
+    for (int l = 0; l < L; l++) { /* pxn: LayerNorm 1 of px, from the encoder or the previous layer's fused residual */
         const gptc_layer *w = &m->w.layer[l];
         float *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C);
-        k->layernorm_fwd(d->pxn, d->pmean, d->prstd, d->px, w->ln1w, w->ln1b, n, C);
         prefill_mm(m, d, n, 3 * C, C, d->pxn, w->qkvw, w->qkvb, d->pqkv);
         for (int t = 0; t < n; t++) { /* every position's key and value into the cache */
             mem->copy(kc + (size_t)t * C, d->pqkv + (size_t)t * 3 * C + C, sizeof(float) * C);
@@ -177,12 +177,15 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
         k->flash_fwd(d->po, d->plse, d->pq, d->pk, d->pv, 1, NH, n, HS, 0.0f, 0);
         k->heads_to_rows(d->patty, d->po, 1, n, C, NH);
         prefill_mm(m, d, n, C, C, d->patty, w->attprojw, w->attprojb, d->ptmp);
-        k->residual_fwd(d->px, d->px, d->ptmp, (size_t)n * C);
-        k->layernorm_fwd(d->pxn, d->pmean, d->prstd, d->px, w->ln2w, w->ln2b, n, C);
+        k->residual_layernorm_fwd(d->px, d->pxn, d->pmean, d->prstd, d->px, d->ptmp, w->ln2w, w->ln2b, n, C);
         prefill_mm(m, d, n, 4 * C, C, d->pxn, w->fcw, w->fcb, d->pfch);
         gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->pfch, d->pfch, (size_t)n * 4 * C);
         prefill_mm(m, d, n, C, 4 * C, d->pfch, w->fcprojw, w->fcprojb, d->ptmp);
-        k->residual_fwd(d->px, d->px, d->ptmp, (size_t)n * C);
+        if (l + 1 < L) /* the residual, and the next layer's LayerNorm 1 in the same pass */
+            k->residual_layernorm_fwd(d->px, d->pxn, d->pmean, d->prstd, d->px, d->ptmp, m->w.layer[l + 1].ln1w,
+                                      m->w.layer[l + 1].ln1b, n, C);
+        else
+            k->residual_fwd(d->px, d->px, d->ptmp, (size_t)n * C);
     }
     /* the last position's logits only */
     float *xn = d->xn + (size_t)s * C, *logits = d->logits + (size_t)s * m->Vp;
