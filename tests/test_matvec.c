@@ -149,3 +149,55 @@ TEST(attention_decode_levels_match_reference) {
             }
     }
 }
+
+/* attention_decode_shared (S samples against caches sharing P positions) at every level: each sample
+ * within float rounding of attention_decode on that sample's whole cache (the shared rows then its own);
+ * at the SIMD levels each sample equal, bit for bit, to the same sample alone (S 1, any P), and the
+ * output's padding (ldo wider than C) untouched. Ragged: S 1..6 (over the 4 of a group), P 0..Tc, HS
+ * not a multiple of the vector width. */
+TEST(attention_decode_shared_matches_attention_decode) {
+    static const int cases[][5] = {
+        /* C, NH, S, P, Tc */
+        {64, 4, 1, 0, 1},   {64, 4, 3, 5, 9},    {36, 3, 5, 17, 17}, {768, 12, 4, 40, 47},
+        {40, 1, 6, 0, 33},  {768, 12, 2, 33, 100}, {36, 3, 1, 7, 20}, {64, 4, 6, 1, 2},
+    };
+    const gptc_kernels *r = gptc_kernels_ref();
+    for (int l = 0; l < NLEVELS; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            int C = cases[ci][0], NH = cases[ci][1], S = cases[ci][2], P = cases[ci][3], Tc = cases[ci][4];
+            int ldq = 3 * C + 5, ldo = C + 3, maxT = Tc + 2;
+            size_t lds = (size_t)maxT * C;
+            float *q = malloc(sizeof(float) * (size_t)S * ldq), *kc = malloc(sizeof(float) * S * lds);
+            float *vc = malloc(sizeof(float) * S * lds), *att = malloc(sizeof(float) * (size_t)S * NH * Tc);
+            float *out = malloc(sizeof(float) * (size_t)S * ldo), *one = malloc(sizeof(float) * ldo);
+            float *want = malloc(sizeof(float) * C), *ks = malloc(sizeof(float) * lds), *vs = malloc(sizeof(float) * lds);
+            for (size_t i = 0; i < (size_t)S * ldq; i++) q[i] = 3 * frand();
+            for (size_t i = 0; i < S * lds; i++) kc[i] = frand(), vc[i] = frand();
+            for (size_t i = 0; i < (size_t)S * ldo; i++) out[i] = k_sentinel;
+            /* the shared rows live in sample 0's cache, as the decoder keeps them */
+            k->attention_decode_shared(out, ldo, att, q, ldq, kc, vc, P, kc, vc, lds, Tc, S, C, NH);
+            bool pad_ok = true, same = true;
+            double worst = 0;
+            for (int s = 0; s < S; s++) {
+                for (int i = C; i < ldo; i++) pad_ok &= out[(size_t)s * ldo + i] == k_sentinel;
+                /* sample s's whole cache: the shared rows, then its own */
+                memcpy(ks, kc, sizeof(float) * (size_t)P * C), memcpy(vs, vc, sizeof(float) * (size_t)P * C);
+                memcpy(ks + (size_t)P * C, kc + s * lds + (size_t)P * C, sizeof(float) * (size_t)(Tc - P) * C);
+                memcpy(vs + (size_t)P * C, vc + s * lds + (size_t)P * C, sizeof(float) * (size_t)(Tc - P) * C);
+                r->attention_decode(want, att, q + (size_t)s * ldq, ks, vs, Tc, C, NH);
+                double e = test_rel_err_f(out + (size_t)s * ldo, want, (size_t)C);
+                worst = e > worst ? e : worst;
+                /* alone, its cache unshared (P = 0): the same bits */
+                k->attention_decode_shared(one, ldo, att, q + (size_t)s * ldq, ldq, ks, vs, 0, ks, vs, lds, Tc, 1, C, NH);
+                if (l > 0 && memcmp(one, out + (size_t)s * ldo, sizeof(float) * C)) same = false;
+            }
+            CHECK_MSG(worst < 1e-5, "%s: C %d NH %d S %d P %d Tc %d: rel err %g", k_levels[l], C, NH, S, P, Tc, worst);
+            CHECK_MSG(pad_ok, "%s: C %d S %d: written outside the output rows", k_levels[l], C, S);
+            CHECK_MSG(same, "%s: C %d NH %d S %d P %d Tc %d: a sample of the batch differs from it alone", k_levels[l],
+                      C, NH, S, P, Tc);
+            free(q), free(kc), free(vc), free(att), free(out), free(one), free(want), free(ks), free(vs);
+        }
+    }
+}

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,23 @@
 enum { HEADER = 64 };
 /* Blocks from this size up are fresh mappings zeroed by first touch when it is on (numa.c). */
 #define FIRST_TOUCH_MIN ((size_t)1 << 20)
+/* Blocks from this size up ask for transparent huge pages (2 MiB) over their whole 2 MiB-aligned
+ * interior, before the zeroing faults the pages in: weights, caches and activations are streamed with
+ * strides of kilobytes (a decode step's matvec walks a (K,N) matrix by columns), and with 4 KiB pages
+ * nearly every row is a TLB miss and a new page the hardware prefetcher will not enter. Only a hint:
+ * where THP is off (or "never") the pages stay 4 KiB. */
+#define HUGE_MIN ((size_t)4 << 20)
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+static void advise_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    if (bytes < HUGE_MIN) return;
+    uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), hi = ((uintptr_t)p + bytes) & ~(HUGE_PAGE - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p, (void)bytes;
+#endif
+}
 
 static atomic_size_t g_live, g_peak;
 
@@ -47,6 +65,7 @@ void *gptc_alloc(size_t bytes, const char *what) {
                   bytes / 1048576.0, what);
         return NULL;
     }
+    advise_huge(p + HEADER, rounded);
     if (mapped) gptc_first_touch_zero(p + HEADER, rounded); /* the pages land where their parts are used */
     else memset(p + HEADER, 0, rounded);
     ((size_t *)p)[0] = rounded + HEADER;

@@ -3,7 +3,8 @@
  *     position t costs one pass over the weights and attention over the t cached keys;
  *   gptc_decoder: what `gptc sample` runs — a prompt prefilled in one batched forward (GEMMs, flash
  *     attention), then S samples stepped together, each step one matvec per weight matrix for the S
- *     rows (the weights streamed once, unpacked; fp32 or a bf16 copy). */
+ *     rows (the weights streamed once, unpacked; fp32 or a bf16 copy) and one attention_decode_shared
+ *     per layer (the prompt's keys and values, shared by the samples, read once for all). */
 #include "model/gpt2.h"
 
 #include <math.h>
@@ -84,7 +85,7 @@ gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples,
     size_t ok = gptc_plan_take(&p, L * S * maxT * C), ov = gptc_plan_take(&p, L * S * maxT * C);
     size_t ox = gptc_plan_take(&p, S * C), oxn = gptc_plan_take(&p, S * C), oqkv = gptc_plan_take(&p, S * 3 * C);
     size_t oatty = gptc_plan_take(&p, S * C), otmp = gptc_plan_take(&p, S * C), ofch = gptc_plan_take(&p, S * 4 * C);
-    size_t omean = gptc_plan_take(&p, S), orstd = gptc_plan_take(&p, S), oatt = gptc_plan_take(&p, NH * maxT);
+    size_t omean = gptc_plan_take(&p, S), orstd = gptc_plan_take(&p, S), oatt = gptc_plan_take(&p, S * NH * maxT);
     size_t ologits = gptc_plan_take(&p, S * Vp);
     size_t opx = gptc_plan_take(&p, R * C), opxn = gptc_plan_take(&p, R * C), opqkv = gptc_plan_take(&p, R * 3 * C);
     size_t opatty = gptc_plan_take(&p, R * C), optmp = gptc_plan_take(&p, R * C), opfch = gptc_plan_take(&p, R * 4 * C);
@@ -144,16 +145,29 @@ static float *cache_at(const gptc_decoder *d, float *base, int l, int s, int C) 
     return base + ((size_t)l * d->S + s) * d->maxT * C;
 }
 
+/* Copies the shared positions (sample 0's first d->shared rows) into every other sample's own rows. */
+static void unshare(const gptc_model *m, gptc_decoder *d) {
+    int L = m->cfg.layers, C = m->cfg.channels;
+    size_t bytes = sizeof(float) * (size_t)d->shared * C;
+    for (int l = 0; l < L; l++)
+        for (int s = 1; s < d->S; s++) {
+            m->be.mem->copy(cache_at(d, d->k, l, s, C), cache_at(d, d->k, l, 0, C), bytes);
+            m->be.mem->copy(cache_at(d, d->v, l, s, C), cache_at(d, d->v, l, 0, C), bytes);
+        }
+    d->shared = 0;
+}
+
 const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, const int *tokens, int n) {
     GPTC_ASSERT(n >= 1 && n <= d->rows && s >= 0 && s < d->S);
     const gptc_kernels *k = m->be.k;
     const gptc_backend_memory *mem = m->be.mem;
     int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, V = m->cfg.vocab, HS = C / NH;
+    if (d->shared) unshare(m, d); /* the other samples keep their positions, now in their own rows */
     k->encoder_fwd(d->px, tokens, m->w.wte, m->w.wpe, 1, n, C);
-    for (int l = 0; l < L; l++) {
+    k->layernorm_fwd(d->pxn, d->pmean, d->prstd, d->px, m->w.layer[0].ln1w, m->w.layer[0].ln1b, n, C);
+    for (int l = 0; l < L; l++) { /* pxn: LayerNorm 1 of px, from the encoder or the previous layer's fused residual */
         const gptc_layer *w = &m->w.layer[l];
         float *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C);
-        k->layernorm_fwd(d->pxn, d->pmean, d->prstd, d->px, w->ln1w, w->ln1b, n, C);
         prefill_mm(m, d, n, 3 * C, C, d->pxn, w->qkvw, w->qkvb, d->pqkv);
         for (int t = 0; t < n; t++) { /* every position's key and value into the cache */
             mem->copy(kc + (size_t)t * C, d->pqkv + (size_t)t * 3 * C + C, sizeof(float) * C);
@@ -163,12 +177,15 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
         k->flash_fwd(d->po, d->plse, d->pq, d->pk, d->pv, 1, NH, n, HS, 0.0f, 0);
         k->heads_to_rows(d->patty, d->po, 1, n, C, NH);
         prefill_mm(m, d, n, C, C, d->patty, w->attprojw, w->attprojb, d->ptmp);
-        k->residual_fwd(d->px, d->px, d->ptmp, (size_t)n * C);
-        k->layernorm_fwd(d->pxn, d->pmean, d->prstd, d->px, w->ln2w, w->ln2b, n, C);
+        k->residual_layernorm_fwd(d->px, d->pxn, d->pmean, d->prstd, d->px, d->ptmp, w->ln2w, w->ln2b, n, C);
         prefill_mm(m, d, n, 4 * C, C, d->pxn, w->fcw, w->fcb, d->pfch);
         gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->pfch, d->pfch, (size_t)n * 4 * C);
         prefill_mm(m, d, n, C, 4 * C, d->pfch, w->fcprojw, w->fcprojb, d->ptmp);
-        k->residual_fwd(d->px, d->px, d->ptmp, (size_t)n * C);
+        if (l + 1 < L) /* the residual, and the next layer's LayerNorm 1 in the same pass */
+            k->residual_layernorm_fwd(d->px, d->pxn, d->pmean, d->prstd, d->px, d->ptmp, m->w.layer[l + 1].ln1w,
+                                      m->w.layer[l + 1].ln1b, n, C);
+        else
+            k->residual_fwd(d->px, d->px, d->ptmp, (size_t)n * C);
     }
     /* the last position's logits only */
     float *xn = d->xn + (size_t)s * C, *logits = d->logits + (size_t)s * m->Vp;
@@ -181,12 +198,12 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
 
 void gptc_decoder_fork(const gptc_model *m, gptc_decoder *d, int src) {
     int L = m->cfg.layers, C = m->cfg.channels;
-    for (int l = 0; l < L; l++)
-        for (int s = 0; s < d->S; s++)
-            if (s != src) {
-                m->be.mem->copy(cache_at(d, d->k, l, s, C), cache_at(d, d->k, l, src, C), sizeof(float) * d->len * C);
-                m->be.mem->copy(cache_at(d, d->v, l, s, C), cache_at(d, d->v, l, src, C), sizeof(float) * d->len * C);
-            }
+    if (src != 0)
+        for (int l = 0; l < L; l++) {
+            m->be.mem->copy(cache_at(d, d->k, l, 0, C), cache_at(d, d->k, l, src, C), sizeof(float) * d->len * C);
+            m->be.mem->copy(cache_at(d, d->v, l, 0, C), cache_at(d, d->v, l, src, C), sizeof(float) * d->len * C);
+        }
+    d->shared = d->len; /* read from sample 0's rows by every sample */
     for (int s = 0; s < d->S; s++)
         if (s != src) memcpy(d->logits + (size_t)s * m->Vp, d->logits + (size_t)src * m->Vp, sizeof(float) * m->Vp);
 }
@@ -203,12 +220,14 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
         const gptc_layer *w = &m->w.layer[l];
         k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln1w, w->ln1b, S, C);
         k->matvec(0, w16, S, 3 * C, C, d->xn, C, wmat(m, d, w->qkvw), 3 * C, w->qkvb, d->qkv, 3 * C);
-        for (int s = 0; s < S; s++) {
-            float *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C), *qkv = d->qkv + (size_t)s * 3 * C;
-            mem->copy(kc + (size_t)t * C, qkv + C, sizeof(float) * C);
-            mem->copy(vc + (size_t)t * C, qkv + 2 * C, sizeof(float) * C);
-            k->attention_decode(d->atty + (size_t)s * C, d->att, qkv, kc, vc, t + 1, C, NH);
+        float *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C); /* sample s: + s*maxT*C */
+        size_t lds = (size_t)d->maxT * C;
+        for (int s = 0; s < S; s++) { /* position t's key and value into each sample's own rows */
+            const float *qkv = d->qkv + (size_t)s * 3 * C;
+            mem->copy(kc + s * lds + (size_t)t * C, qkv + C, sizeof(float) * C);
+            mem->copy(vc + s * lds + (size_t)t * C, qkv + 2 * C, sizeof(float) * C);
         }
+        k->attention_decode_shared(d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1, S, C, NH);
         k->matvec(0, w16, S, C, C, d->atty, C, wmat(m, d, w->attprojw), C, w->attprojb, d->tmp, C);
         k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
         k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln2w, w->ln2b, S, C);

@@ -370,16 +370,19 @@ const float *gptc_model_decode_step(const gptc_model *m, gptc_kv_cache *c, int t
 typedef struct gptc_decoder {
     int S;                  /* samples (sequences) */
     int maxT, len;          /* positions held by every sample's cache */
+    int shared;             /* positions 0..shared-1 are the same in every sample (a forked prompt) and
+                             * are read from sample 0's cache only; the others' rows below it are unused */
     int rows;               /* the most positions one prefill takes */
     gptc_precision dtype;   /* fp32, or bf16: the products read w16 */
     const uint16_t *w16;    /* bf16 copy of m->params (same layout): m->params16 when the model has one,
                              * else w16_owned; NULL under fp32 */
     uint16_t *w16_owned;    /* (m->num_floats), or NULL */
-    float *k, *v;           /* (L, S, maxT, C) keys and values, sample s of layer l at (l*S + s)*maxT*C */
+    float *k, *v;           /* (L, S, maxT, C) keys and values, sample s of layer l at (l*S + s)*maxT*C
+                             * (below d->shared: sample 0's rows for every sample) */
     /* a step's S rows */
     float *x, *xn, *qkv, *atty, *tmp, *fch; /* (S,C), (S,C), (S,3C), (S,C), (S,C), (S,4C) */
     float *mean, *rstd;     /* (max(S,1)) LayerNorm statistics (unused) */
-    float *att;             /* (NH,maxT) attention_decode's scratch */
+    float *att;             /* (S,NH,maxT) attention_decode_shared's scratch */
     float *logits;          /* (S,Vp) the next-token logits of every sample (V valid per row) */
     /* a prefill's rows */
     float *px, *pxn, *pqkv, *patty, *ptmp, *pfch; /* (rows,C), (rows,C), (rows,3C), (rows,C), (rows,C), (rows,4C) */
@@ -395,11 +398,13 @@ typedef struct gptc_decoder {
 gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples, int rows, gptc_precision dtype);
 void gptc_decoder_free(gptc_decoder *d);
 /* Prefill: tokens (n, 1 <= n <= d->rows) become positions 0..n-1 of sample s's cache (what it held is
- * replaced) in one forward over all n rows (LayerNorm of all rows, the products as GEMMs — gemm, or under
+ * replaced; a shared prompt is first copied back into every sample's own rows) in one forward over all n rows (LayerNorm of all rows, the products as GEMMs — gemm, or under
  * bf16 gemm_bf16_in16 on the bf16 copy —, causal flash attention, MLP); sets d->len = n and returns the
  * logits (Vp, V valid) of the last position, row s of d->logits. */
 const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, const int *tokens, int n);
-/* Copies sample src's cache (d->len positions) to every other sample: a prompt prefilled once. */
+/* Makes sample src's cache (d->len positions) every sample's: a prompt prefilled once. Nothing is copied
+ * (unless src is not 0: then into sample 0's rows); the positions are shared (d->shared = d->len), read
+ * once per step for all samples. */
 void gptc_decoder_fork(const gptc_model *m, gptc_decoder *d, int src);
 /* One step for every sample: tokens (S) at position d->len (< maxT); returns the logits (S,Vp). */
 const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *tokens);

@@ -16,6 +16,8 @@
 
 #include "core/core.h"
 
+#include <math.h>
+
 /* rows x cols of X (row stride ldx) rounded to bf16 into a fresh (rows, cols) copy */
 static float *bf16_copy(const float *X, int ldx, int rows, int cols) {
     float *o = gptc_alloc(sizeof(float) * (size_t)rows * cols, "bf16 reference copy");
@@ -122,6 +124,40 @@ static void ref_to_bf16(uint16_t *out, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = gptc_f32_to_bf16(x[i]);
 }
 
+/* S queries against caches sharing their first P positions (kernels.h attention_decode_shared): per
+ * sample and head, the scores of positions 0..Tc-1 (the shared rows below P, the sample's own from P),
+ * their softmax and the probabilities' sum of values, in position order, as attention_decode does. */
+static void ref_attention_decode_shared(float *out, int ldo, float *att, const float *q, int ldq, const float *kp,
+                                        const float *vp, int P, const float *k, const float *v, size_t lds, int Tc,
+                                        int S, int C, int NH) {
+    int HS = C / NH;
+    float scale = 1 / sqrtf((float)HS);
+#pragma omp parallel for schedule(static) collapse(2)
+    for (int s = 0; s < S; s++)
+        for (int h = 0; h < NH; h++) {
+            float *a = att + ((size_t)s * NH + h) * Tc, maxv = -INFINITY, sum = 0;
+            const float *qh = q + (size_t)s * ldq + (size_t)h * HS;
+            for (int t = 0; t < Tc; t++) {
+                const float *kr = (t < P ? kp : k + (size_t)s * lds) + (size_t)t * C + (size_t)h * HS;
+                float d = 0;
+                for (int i = 0; i < HS; i++) d += qh[i] * kr[i];
+                a[t] = d * scale;
+                if (a[t] > maxv) maxv = a[t];
+            }
+            for (int t = 0; t < Tc; t++) {
+                a[t] = expf(a[t] - maxv);
+                sum += a[t];
+            }
+            float *o = out + (size_t)s * ldo + (size_t)h * HS;
+            for (int i = 0; i < HS; i++) o[i] = 0;
+            for (int t = 0; t < Tc; t++) {
+                const float *vr = (t < P ? vp : v + (size_t)s * lds) + (size_t)t * C + (size_t)h * HS;
+                float w = a[t] / sum;
+                for (int i = 0; i < HS; i++) o[i] += w * vr[i];
+            }
+        }
+}
+
 /* out (M,N) = x (M,K) @ op(W) [+ bias] (kernels.h matvec): each element summed over k in order, from 0,
  * then the bias added; W read as floats or widened from bf16. */
 static void ref_matvec(int transW, int w16, int M, int N, int K, const float *x, int ldx, const void *W, int ldw,
@@ -193,6 +229,7 @@ static const gptc_kernels g_ref = {
     .ostate_q8_store = gptc_ostate_q8_store_ref,
     .matvec = ref_matvec,
     .scale = ref_scale,
+    .attention_decode_shared = ref_attention_decode_shared,
     .flash_scratch = gptc_flash_scratch_ref,
     .flash_scratch_bf16 = gptc_flash_scratch_bf16_ref,
 };

@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define ISA(name) gptc_avx2_##name
 
