@@ -289,6 +289,47 @@ TEST(lora_merge_equals_adapted_forward) {
     gptc_model_free(&ad);
 }
 
+/* The decoder (gptc sample, the samples in a LoRA run's log) applies the adapters: a prompt's prefill and
+ * then steps give the adapted training forward's logits. */
+TEST(lora_decoder_matches_adapted_forward) {
+    int in[B * T];
+    tokens(in, B * T, 31);
+    gptc_model m;
+    make(&m, 4, ALL_SITES, 0.5f, NULL); /* unfused (the default of a bare model): the forward keeps its logits */
+    gptc_model_forward(&m, in, NULL, B, T);
+    gptc_decoder d;
+    CHECK_OK(gptc_decoder_init(&d, &m, 2, T, GPTC_PRECISION_FP32));
+    int p = T / 2;
+    double worst = 0, big = 0;
+    const float *lg = gptc_decoder_prefill(&m, &d, 0, in, p);
+    for (int v = 0; v < k_cfg.vocab; v++) {
+        double want = m.a.logits[(size_t)(p - 1) * m.Vp + v];
+        worst = fmax(worst, fabs(lg[v] - want)), big = fmax(big, fabs(want));
+    }
+    gptc_decoder_fork(&m, &d, 0);
+    for (int t = p; t < T; t++) {
+        int two[2] = {in[t], in[t]};
+        lg = gptc_decoder_step(&m, &d, two);
+        for (int s = 0; s < 2; s++)
+            for (int v = 0; v < k_cfg.vocab; v++) {
+                double want = m.a.logits[(size_t)t * m.Vp + v];
+                worst = fmax(worst, fabs(lg[(size_t)s * m.Vp + v] - want)), big = fmax(big, fabs(want));
+            }
+    }
+    printf("    decoder vs adapted forward: worst logit %.2e of the largest %.3g\n", worst, big);
+    CHECK_MSG(worst <= 1e-5 * fmax(big, 1.0), "decoder logits off by %.3g", worst);
+    /* and the adapters matter: the base's logits are further away */
+    gptc_lora *lr = m.lora;
+    m.lora = NULL;
+    gptc_model_forward(&m, in, NULL, B, T);
+    m.lora = lr;
+    double base = 0;
+    for (int v = 0; v < k_cfg.vocab; v++) base = fmax(base, fabs(lg[(size_t)v] - m.a.logits[(size_t)(T - 1) * m.Vp + v]));
+    CHECK_MSG(base > 100 * worst, "the adapters change the logits by only %.3g", base);
+    gptc_decoder_free(&d);
+    gptc_model_free(&m);
+}
+
 /* Under bf16 (the O2 weight copy, bf16 activations) the adapters' gradients are the same bits with every
  * recompute level, and within bf16's rounding of the fp32 ones. */
 TEST(lora_bf16_and_recompute) {

@@ -92,6 +92,7 @@ gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples,
     size_t opq = gptc_plan_take(&p, R * C), opk = gptc_plan_take(&p, R * C), opv = gptc_plan_take(&p, R * C);
     size_t opo = gptc_plan_take(&p, R * C), oplse = gptc_plan_take(&p, NH * R);
     size_t opmean = gptc_plan_take(&p, R), oprstd = gptc_plan_take(&p, R);
+    size_t olu = gptc_plan_take(&p, m->lora ? (R > S ? R : S) * (size_t)m->lora->rank : 0); /* LoRA's (rows, r) */
     d->mem = m->be.mem;
     d->arena = d->mem->alloc(p.used * sizeof(float), "decoder (KV caches, buffers)");
     if (!d->arena) return gptc_fail(GPTC_ERR_NOMEM, "out of memory: the KV caches of %d samples and their buffers (%.1f MB)", samples, p.used * 4.0 / 1e6);
@@ -102,7 +103,7 @@ gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples,
     d->mean = a + omean, d->rstd = a + orstd, d->att = a + oatt, d->logits = a + ologits;
     d->px = a + opx, d->pxn = a + opxn, d->pqkv = a + opqkv, d->patty = a + opatty, d->ptmp = a + optmp;
     d->pfch = a + opfch, d->pq = a + opq, d->pk = a + opk, d->pv = a + opv, d->po = a + opo, d->plse = a + oplse;
-    d->pmean = a + opmean, d->prstd = a + oprstd;
+    d->pmean = a + opmean, d->prstd = a + oprstd, d->lu = m->lora ? a + olu : NULL;
     if (dtype == GPTC_PRECISION_BF16) {
         if (m->params16) {
             d->w16 = m->params16; /* O2 training's copy, current after every update */
@@ -140,6 +141,19 @@ static void prefill_mm(const gptc_model *m, const gptc_decoder *d, int n, int N,
         k->gemm(0, 0, n, N, K, in, K, Wt, N, 0.0f, bias, out, N);
 }
 
+/* LoRA (gpt2.h gptc_lora), when layer l's site is adapted: out (n,OC) += (alpha/r) (x A^T) B^T for x (n,IC),
+ * with the training forward's products (forward.c lora_forward) in fp32 */
+static void lora_add(const gptc_model *m, const gptc_decoder *d, int l, int site, int n, int IC, int OC, const float *x,
+                     float *out) {
+    const gptc_lora *lr = m->lora;
+    if (!lr || !lr->A[l * GPTC_LORA_SITES + site]) return;
+    const gptc_kernels *k = m->be.k;
+    int r = lr->rank;
+    k->gemm(0, 1, n, r, IC, x, IC, lr->A[l * GPTC_LORA_SITES + site], IC, 0.0f, NULL, d->lu, r);
+    k->scale(d->lu, lr->scale, (size_t)n * r);
+    k->gemm(0, 1, n, OC, r, d->lu, r, lr->B[l * GPTC_LORA_SITES + site], r, 1.0f, NULL, out, OC);
+}
+
 /* the cache rows of layer l, sample s: (maxT, C) */
 static float *cache_at(const gptc_decoder *d, float *base, int l, int s, int C) {
     return base + ((size_t)l * d->S + s) * d->maxT * C;
@@ -169,6 +183,7 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
         const gptc_layer *w = &m->w.layer[l];
         float *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C);
         prefill_mm(m, d, n, 3 * C, C, d->pxn, w->qkvw, w->qkvb, d->pqkv);
+        lora_add(m, d, l, GPTC_LORA_QKV, n, C, 3 * C, d->pxn, d->pqkv);
         for (int t = 0; t < n; t++) { /* every position's key and value into the cache */
             mem->copy(kc + (size_t)t * C, d->pqkv + (size_t)t * 3 * C + C, sizeof(float) * C);
             mem->copy(vc + (size_t)t * C, d->pqkv + (size_t)t * 3 * C + 2 * C, sizeof(float) * C);
@@ -177,10 +192,13 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
         k->flash_fwd(d->po, d->plse, d->pq, d->pk, d->pv, 1, NH, n, HS, 0.0f, 0);
         k->heads_to_rows(d->patty, d->po, 1, n, C, NH);
         prefill_mm(m, d, n, C, C, d->patty, w->attprojw, w->attprojb, d->ptmp);
+        lora_add(m, d, l, GPTC_LORA_ATTPROJ, n, C, C, d->patty, d->ptmp);
         k->residual_layernorm_fwd(d->px, d->pxn, d->pmean, d->prstd, d->px, d->ptmp, w->ln2w, w->ln2b, n, C);
         prefill_mm(m, d, n, 4 * C, C, d->pxn, w->fcw, w->fcb, d->pfch);
+        lora_add(m, d, l, GPTC_LORA_FC, n, C, 4 * C, d->pxn, d->pfch);
         gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->pfch, d->pfch, (size_t)n * 4 * C);
         prefill_mm(m, d, n, C, 4 * C, d->pfch, w->fcprojw, w->fcprojb, d->ptmp);
+        lora_add(m, d, l, GPTC_LORA_FCPROJ, n, 4 * C, C, d->pfch, d->ptmp);
         if (l + 1 < L) /* the residual, and the next layer's LayerNorm 1 in the same pass */
             k->residual_layernorm_fwd(d->px, d->pxn, d->pmean, d->prstd, d->px, d->ptmp, m->w.layer[l + 1].ln1w,
                                       m->w.layer[l + 1].ln1b, n, C);
@@ -220,6 +238,7 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
         const gptc_layer *w = &m->w.layer[l];
         k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln1w, w->ln1b, S, C);
         k->matvec(0, w16, S, 3 * C, C, d->xn, C, wmat(m, d, w->qkvw), 3 * C, w->qkvb, d->qkv, 3 * C);
+        lora_add(m, d, l, GPTC_LORA_QKV, S, C, 3 * C, d->xn, d->qkv);
         float *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C); /* sample s: + s*maxT*C */
         size_t lds = (size_t)d->maxT * C;
         for (int s = 0; s < S; s++) { /* position t's key and value into each sample's own rows */
@@ -229,11 +248,14 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
         }
         k->attention_decode_shared(d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1, S, C, NH);
         k->matvec(0, w16, S, C, C, d->atty, C, wmat(m, d, w->attprojw), C, w->attprojb, d->tmp, C);
+        lora_add(m, d, l, GPTC_LORA_ATTPROJ, S, C, C, d->atty, d->tmp);
         k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
         k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln2w, w->ln2b, S, C);
         k->matvec(0, w16, S, 4 * C, C, d->xn, C, wmat(m, d, w->fcw), 4 * C, w->fcb, d->fch, 4 * C);
+        lora_add(m, d, l, GPTC_LORA_FC, S, C, 4 * C, d->xn, d->fch);
         gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->fch, d->fch, (size_t)S * 4 * C);
         k->matvec(0, w16, S, C, 4 * C, d->fch, 4 * C, wmat(m, d, w->fcprojw), C, w->fcprojb, d->tmp, C);
+        lora_add(m, d, l, GPTC_LORA_FCPROJ, S, 4 * C, C, d->fch, d->tmp);
         k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
     }
     k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, m->w.lnfw, m->w.lnfb, S, C);

@@ -388,6 +388,7 @@ typedef struct gptc_decoder {
     float *px, *pxn, *pqkv, *patty, *ptmp, *pfch; /* (rows,C), (rows,C), (rows,3C), (rows,C), (rows,C), (rows,4C) */
     float *pq, *pk, *pv, *po; /* (NH,rows,HS) head-major, for the flash attention */
     float *plse, *pmean, *prstd; /* (NH,rows), (rows), (rows) */
+    float *lu;              /* (max(rows, S), r) LoRA's x A^T when the model has adapters (m->lora), else NULL */
     float *arena;
     const gptc_backend_memory *mem;
 } gptc_decoder;

@@ -138,11 +138,6 @@ gptc_status trainer_start_weights(trainer *t, const gptc_train_options *o, const
     t->sched = (gptc_lr_schedule){.lr = o->lr, .warmup = o->warmup, .steps = o->steps, .floor = o->lr_floor};
     if (o->eval_hellaswag && (st = open_hellaswag(t, o->eval_hellaswag))) return st;
     if (!o->sample_every) return GPTC_OK;
-    if (o->lora > 0) { /* the decoder reads the base weights alone */
-        if (t->rank == 0) gptc_warn("'sample_every': no samples in the log of a LoRA run (sample its checkpoints: gptc "
-                                    "sample folds the adapters in)");
-        return GPTC_OK;
-    }
     if (!t->state.tokenizer[0]) {
         if (t->rank == 0) gptc_warn("'sample_every': the data does not name its tokenizer (no meta.json); no samples");
         return GPTC_OK;
