@@ -143,10 +143,7 @@ TEST(lora_gradients_match_merged_model_gradient) {
     gptc_lora *lr = ad.lora;
     for (int l = 0; l < k_cfg.layers; l++)
         for (int s = 0; s < GPTC_LORA_SITES; s++) {
-            int i0, o0;
-            gptc_lora_site_shape(s, k_cfg.channels, &i0, &o0);
-            gptc_lora_fold(((float **)&merged.w.layer[l])[gptc_lora_site_weight(s)], lr->A[l * 4 + s], lr->B[l * 4 + s],
-                           i0, o0, lr->rank, lr->scale);
+            gptc_lora_fold_site(&merged, l, s, lr->A[l * 4 + s], lr->B[l * 4 + s], lr->rank, lr->scale);
         }
     gptc_model_zero_grad(&ad);
     gptc_model_zero_grad(&merged);
@@ -158,8 +155,9 @@ TEST(lora_gradients_match_merged_model_gradient) {
         for (int s = 0; s < GPTC_LORA_SITES; s++) {
             int in_, out;
             gptc_lora_site_shape(s, k_cfg.channels, &in_, &out);
-            const float *dW = ((float **)&merged.g.layer[l])[gptc_lora_site_weight(s)];
-            const float *A = lr->A[l * 4 + s], *Bm = lr->B[l * 4 + s], *gA = lr->gA[l * 4 + s], *gB = lr->gB[l * 4 + s];
+            const int weight[GPTC_LORA_SITES] = {GPTC_QKVW, GPTC_ATTPROJW, GPTC_FCW, GPTC_FCPROJW};
+            const float *dW = ((float **)&merged.g.layer[l])[weight[s]];
+            const float *A = lr->A[l * 4 + s], *Bm = lr->B[l * 4 + s], *gA = gptc_lora_grad(lr, A), *gB = gptc_lora_grad(lr, Bm);
             double big = 0, err = 0;
             for (int k = 0; k < r; k++)
                 for (int i = 0; i < in_; i++) {
@@ -261,17 +259,16 @@ TEST(lora_merge_equals_adapted_forward) {
     CHECK_OK(gptc_adapters_probe(dir, &ai));
     CHECK(ai.found && ai.rank == 4 && ai.alpha == 8.0f);
     CHECK_EQ_INT(ai.targets, (1u << GPTC_LORA_QKV) | (1u << GPTC_LORA_FC));
-    for (int how = 0; how < 2; how++) { /* 0: gptc_model_lora_merge, 1: the files */
+    for (int how = 0; how < 2; how++) { /* 0: gptc_lora_fold_site on ad's adapters in memory, 1: the files */
         gptc_model m;
         make(&m, 0, 0, 0, NULL);
         if (how == 0) {
-            gptc_lora *lr = ad.lora;
-            ad.lora = NULL; /* fold ad's adapters into m's copy of the base */
-            m.lora = lr;
+            const gptc_lora *lr = ad.lora;
             memcpy(m.params, ad.params, ad.num_floats * sizeof(float));
-            gptc_model_lora_merge(&m);
-            m.lora = NULL;
-            ad.lora = lr;
+            for (int i = 0; i < k_cfg.layers * GPTC_LORA_SITES; i++)
+                if (lr->A[i])
+                    gptc_lora_fold_site(&m, i / GPTC_LORA_SITES, i % GPTC_LORA_SITES, lr->A[i], lr->B[i], lr->rank,
+                                        lr->scale);
         } else {
             gptc_weights_info wi;
             CHECK_OK(gptc_weights_find(dir, &wi));

@@ -75,6 +75,12 @@ typedef struct gptc_plan {
 } gptc_plan;
 size_t gptc_plan_take(gptc_plan *p, size_t nfloats); /* returns the offset of the new region */
 
+/* ---- comma-separated lists (option values such as --freeze wte,wpe or --lora-targets attn,mlp) */
+/* Copies the item at *cursor into out (cap bytes, NUL-terminated) and moves *cursor past it and its comma.
+ * Returns 1 for an item, 0 at the end of the list (**cursor is '\0'), -1 for an empty item or one of cap
+ * bytes or more (out then holds nothing). */
+int gptc_list_next(const char **cursor, char *out, size_t cap);
+
 /* ---- RNG: splitmix64, one 64-bit word of state, so checkpoints store it exactly */
 typedef struct gptc_rng {
     uint64_t state;

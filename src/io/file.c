@@ -1,5 +1,6 @@
 /* file.c — checked file I/O: atomic replacement (temp, fsync, rename, fsync the folder), whole-file
  * reads and folder helpers; every failure names the path and strerror(errno). */
+#include <cjson/cJSON.h>
 #include "io.h"
 
 #include <errno.h>
@@ -289,4 +290,21 @@ gptc_status gptc_file_copy(const char *from, const char *to) {
     st = gptc_file_write_atomic(to, parts, &len, 1);
     gptc_free(data);
     return st;
+}
+
+gptc_status gptc_json_object_read(const char *path, cJSON **out, const char **why) {
+    *out = NULL;
+    *why = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    gptc_status st = gptc_file_read_all(path, &text, &len);
+    if (st) return st;
+    cJSON *o = len ? cJSON_ParseWithLength(text, len) : NULL;
+    gptc_free(text);
+    if (cJSON_IsObject(o)) *out = o;
+    else {
+        cJSON_Delete(o);
+        *why = len ? "not a JSON object" : "file is empty";
+    }
+    return GPTC_OK;
 }

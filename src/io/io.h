@@ -23,6 +23,11 @@ gptc_status gptc_atomic_commit(gptc_atomic_file *f);
 void gptc_atomic_abort(gptc_atomic_file *f);
 /* Reads a whole file into a gptc_alloc buffer, released with gptc_free (NUL-terminated, *len excludes the NUL). */
 gptc_status gptc_file_read_all(const char *path, char **data, size_t *len);
+/* Reads path as one JSON object: *out (the caller cJSON_Deletes it); a file that is empty or not a JSON
+ * object gives *out NULL and *why the reason ("file is empty", "not a JSON object") with GPTC_OK, for the
+ * caller to name in its own words; an unreadable file is gptc_file_read_all's error. */
+struct cJSON;
+gptc_status gptc_json_object_read(const char *path, struct cJSON **out, const char **why);
 /* Copies file `from` to `to` (written atomically). */
 gptc_status gptc_file_copy(const char *from, const char *to);
 /* Drops the resident pages of data[0..n) inside a read-only private mapping map[0..map_size) (they

@@ -110,11 +110,12 @@ static void lora_backward(gptc_model *m, int l, int s, float *dx, const float *d
     int r = lr->rank, i = l * GPTC_LORA_SITES + s;
     const gptc_backend *be = &m->be;
     const char *site = k_lora_bwd[s];
-    gptc_be_gemm(be, GPTC_PROF_BWD, site, l, 1, 0, OC, r, BT, dout, OC, lora_u(m, l, s), r, 0, 1.0f, NULL, lr->gB[i], r);
+    gptc_be_gemm(be, GPTC_PROF_BWD, site, l, 1, 0, OC, r, BT, dout, OC, lora_u(m, l, s), r, 0, 1.0f, NULL,
+                 gptc_lora_grad(lr, lr->B[i]), r);
     gptc_be_gemm(be, GPTC_PROF_BWD, site, l, 0, 0, BT, r, OC, dout, OC, lr->B[i], r, 0, 0.0f, NULL, lr->du, r);
     gptc_be_scale(be, GPTC_PROF_BWD, site, l, lr->du, lr->scale, (size_t)BT * r);
     gptc_be_gemm(be, GPTC_PROF_BWD, site, l, 1, 0, r, IC, BT, lr->du, r, x, IC, x16 ? GPTC_GEMM_B16 : 0, 1.0f, NULL,
-                 lr->gA[i], IC);
+                 gptc_lora_grad(lr, lr->A[i]), IC);
     gptc_be_gemm(be, GPTC_PROF_BWD, site, l, 0, 0, BT, IC, r, lr->du, r, lr->A[i], IC, 0, 1.0f, NULL, dx, IC);
 }
 

@@ -93,7 +93,8 @@ typedef struct gptc_lora {
     int ntensors;
     size_t floats;
     float *params, *grads;      /* (floats) the adapters and their gradients (grads: from gptc_model_alloc_train) */
-    float **A, **B, **gA, **gB; /* [L * GPTC_LORA_SITES] views into params / grads; NULL at sites not adapted */
+    float **A, **B;             /* [L * GPTC_LORA_SITES] views into params; NULL at sites not adapted (a tensor's
+                                 * gradient is at the same offset in grads: gptc_lora_grad) */
     float *u;                   /* (L, GPTC_LORA_SITES, B*T, r): each adapted site's scale * x A^T from the forward */
     float *du;                  /* (B*T, r) the backward's scratch */
 } gptc_lora;
@@ -235,6 +236,9 @@ void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi);
 
 /* ---- what training updates (model/trainable.c, model/lora.c) */
 
+/* The gradient of adapter tensor p (A[i] or B[i] of m->lora): the same offset in the adapters' grads. */
+static inline float *gptc_lora_grad(const gptc_lora *lr, const float *p) { return lr->grads + (p - lr->params); }
+
 /* A training step's FLOPs per token for m as set up (the multiply-adds of the products it runs, x2, and the
  * attention's): gptc_model_flops_per_token for the whole model; with a partial trainable set the forward,
  * the input gradients of the layers the backward reaches (bwd_floor), the weight gradients of the trained
@@ -260,25 +264,24 @@ void gptc_model_pset_changed(gptc_model *m, size_t lo, size_t hi);
 gptc_status gptc_lora_targets_parse(const char *spec, unsigned *targets);
 /* "attn.c_attn,attn.c_proj": the modules of targets */
 void gptc_lora_targets_name(unsigned targets, char *out, size_t cap);
-/* site s's module under h.N ("attn.c_attn"), its in / out widths for C, its weight's index in a layer */
+/* site s's module under h.N ("attn.c_attn") and its in / out widths for C */
 const char *gptc_lora_site_module(int s);
 void gptc_lora_site_shape(int s, int C, int *in, int *out);
-int gptc_lora_site_weight(int s);
+/* The layer and site of adapter pair p: tensors 2p (A) and 2p + 1 (B) of gptc_lora_table's order (by layer,
+ * then by site among the targets). */
+void gptc_lora_pair_site(unsigned targets, int p, int *l, int *s);
 /* The adapters' table for cfg (out NULL: the count only) and their floats; names as gptc_lora.tensors. */
 int gptc_lora_table(const gptc_model_config *cfg, int rank, unsigned targets, gptc_tensor_desc *out, size_t *floats);
 /* PEFT's key of an adapter tensor: "base_model.model.transformer." + name */
 void gptc_lora_peft_name(const char *name, char *out, size_t cap);
 /* For the planner: host bytes (struct, table, views) and backend bytes of the values, as allocated. */
 void gptc_lora_bytes(const gptc_model_config *cfg, int rank, unsigned targets, size_t *host, size_t *values);
-/* Attaches adapters of rank r with alpha on the targets (before gptc_model_alloc_train), initialised by
- * gptc_model_lora_init(seed); the base model is frozen whole. */
+/* Attaches adapters of rank r with alpha on the targets (before gptc_model_alloc_train): A uniform in
+ * +-1/sqrt(in) (deterministic in seed), B zero; the base model is frozen whole. */
 gptc_status gptc_model_lora_attach(gptc_model *m, int rank, float alpha, unsigned targets, uint64_t seed);
-/* A uniform in +-1/sqrt(in) (deterministic in seed), B zero. */
-void gptc_model_lora_init(gptc_model *m, uint64_t seed);
-/* W (in, out) += scale A^T B^T for A (r, in), B (out, r): each element's sum over r in double, added once */
-void gptc_lora_fold(float *W, const float *A, const float *B, int in, int out, int r, double scale);
-/* Folds the adapters into the base weights (gptc_lora_fold per adapted site, scale alpha / r). */
-void gptc_model_lora_merge(gptc_model *m);
+/* Layer l's site s weight W (in, out) += scale A^T B^T for A (r, in), B (out, r): each element's sum over r in
+ * double, added once (the caller refreshes derived copies: gptc_model_params_changed). */
+void gptc_lora_fold_site(gptc_model *m, int l, int s, const float *A, const float *B, int r, double scale);
 void gptc_model_lora_free(gptc_model *m);
 
 /* Floats of the parameter arena (m->num_floats) for cfg, planned without allocating. */

@@ -385,10 +385,6 @@ static bool point_part_views(gptc_model *m, int B, int T) {
     for (int l = L - 1; l >= 0; l--)
         for (int s = 0; s < GPTC_LORA_SITES; s++)
             if (lr->A[l * GPTC_LORA_SITES + s]) m->bwd_floor = l;
-    for (int i = 0; i < L * GPTC_LORA_SITES; i++) {
-        lr->gA[i] = lr->A[i] ? lr->grads + (lr->A[i] - lr->params) : NULL;
-        lr->gB[i] = lr->B[i] ? lr->grads + (lr->B[i] - lr->params) : NULL;
-    }
     size_t BT = (size_t)B * T, r = (size_t)lr->rank;
     lr->u = mem->alloc(sizeof(float) * (size_t)L * GPTC_LORA_SITES * BT * r, "LoRA activations");
     lr->du = lr->u ? mem->alloc(sizeof(float) * BT * r, "LoRA activation gradients") : NULL;

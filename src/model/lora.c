@@ -28,19 +28,15 @@ void gptc_lora_site_shape(int s, int C, int *in, int *out) {
     *out = k_sites[s].out_mul * C;
 }
 
-int gptc_lora_site_weight(int s) { return k_sites[s].weight; }
-
 gptc_status gptc_lora_targets_parse(const char *spec, unsigned *targets) {
     *targets = 0;
     const char *p = spec && *spec ? spec : "attn";
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        char word[32];
-        if (n == 0 || n >= sizeof word)
+    char word[32];
+    int got;
+    while ((got = gptc_list_next(&p, word, sizeof word)) != 0) {
+        if (got < 0)
             return gptc_fail(GPTC_ERR_ARG, "'lora_targets' %s: expected a comma-separated list of attn, mlp, c_attn, "
                              "attn.c_proj, c_fc, mlp.c_proj", spec);
-        memcpy(word, p, n);
-        word[n] = '\0';
         unsigned bits = 0;
         for (int s = 0; s < GPTC_LORA_SITES; s++) {
             const char *mod = k_sites[s].module, *leaf = strchr(mod, '.') + 1;
@@ -52,8 +48,6 @@ gptc_status gptc_lora_targets_parse(const char *spec, unsigned *targets) {
             return gptc_fail(GPTC_ERR_ARG, "'lora_targets' %s: '%s' names no linear layer; use attn, mlp, c_attn, "
                              "attn.c_proj, c_fc or mlp.c_proj (c_proj alone is ambiguous)", spec, word);
         *targets |= bits;
-        p += n;
-        if (*p == ',') p++;
     }
     return GPTC_OK;
 }
@@ -114,21 +108,14 @@ void gptc_lora_bytes(const gptc_model_config *cfg, int rank, unsigned targets, s
     int n = gptc_lora_table(cfg, rank, targets, NULL, &floats);
     size_t views = (size_t)cfg->layers * GPTC_LORA_SITES * sizeof(float *);
     *host = gptc_alloc_block_bytes(sizeof(gptc_lora)) + gptc_alloc_block_bytes(sizeof(gptc_tensor_desc) * (size_t)n) +
-            4 * gptc_alloc_block_bytes(views);
+            2 * gptc_alloc_block_bytes(views);
     *values = gptc_backend_cpu_memory()->block_bytes(floats * sizeof(float));
 }
 
-/* views[l * SITES + s] = base + the offset of the site's A (ab 0) or B (ab 1) tensor; NULL where not adapted */
-static void lora_views(const gptc_lora *lr, float *base, float **views, int ab) {
-    for (int i = 0; i < lr->ntensors; i++) {
-        int l, s;
-        const char *name = lr->tensors[i].name;
-        if (sscanf(name, "h.%d.", &l) != 1) continue;
-        for (s = 0; s < GPTC_LORA_SITES; s++) {
-            char want[48];
-            snprintf(want, sizeof want, "h.%d.%s.lora_%c.weight", l, k_sites[s].module, ab ? 'B' : 'A');
-            if (!strcmp(want, name)) views[l * GPTC_LORA_SITES + s] = base + lr->tensors[i].offset;
-        }
+void gptc_lora_pair_site(unsigned targets, int p, int *l, int *s) {
+    int per = __builtin_popcount(targets), k = p % per;
+    *l = p / per;
+    for (*s = 0; !(targets >> *s & 1) || k-- > 0; (*s)++) {
     }
 }
 
@@ -144,10 +131,22 @@ void gptc_model_lora_free(gptc_model *m) {
     gptc_free(lr->tensors);
     gptc_free(lr->A);
     gptc_free(lr->B);
-    gptc_free(lr->gA);
-    gptc_free(lr->gB);
     gptc_free(lr);
     m->lora = NULL;
+}
+
+/* A uniform in +-1/sqrt(in) as PEFT's kaiming_uniform(a=sqrt(5)) (deterministic in seed), B zero. */
+static void lora_init(gptc_lora *lr, uint64_t seed) {
+    gptc_rng rng;
+    gptc_rng_seed(&rng, seed ^ 0x4C6F5241ULL); /* "LoRA": not the base init's stream */
+    memset(lr->params, 0, lr->floats * sizeof(float));
+    for (int i = 0; i < lr->ntensors; i++) {
+        const gptc_tensor_desc *d = &lr->tensors[i];
+        if (i % 2) continue; /* B (the table lists each site's A, then its B): zero */
+        double bound = 1.0 / sqrt((double)d->shape[1]); /* kaiming_uniform(a=sqrt(5)) on (r, in) */
+        float *p = lr->params + d->offset;
+        for (size_t j = 0; j < d->numel; j++) p[j] = (float)(bound * (2 * gptc_rng_uniform(&rng) - 1));
+    }
 }
 
 gptc_status gptc_model_lora_attach(gptc_model *m, int rank, float alpha, unsigned targets, uint64_t seed) {
@@ -156,9 +155,8 @@ gptc_status gptc_model_lora_attach(gptc_model *m, int rank, float alpha, unsigne
         return gptc_fail(GPTC_ERR_ARG, "'lora' %d: the rank must be in 1..%d (the model's width)", rank, m->cfg.channels);
     if (!(alpha > 0 && isfinite(alpha))) return gptc_fail(GPTC_ERR_ARG, "'lora_alpha' %g: must be positive", alpha);
     if (!targets) return gptc_fail(GPTC_ERR_ARG, "'lora_targets': no linear layer chosen");
-    gptc_lora *lr = gptc_alloc(sizeof *lr, "LoRA adapters");
+    gptc_lora *lr = gptc_alloc(sizeof *lr, "LoRA adapters"); /* zeroed */
     if (!lr) return GPTC_ERR_NOMEM;
-    memset(lr, 0, sizeof *lr);
     m->lora = lr;
     lr->rank = rank;
     lr->alpha = alpha;
@@ -169,39 +167,24 @@ gptc_status gptc_model_lora_attach(gptc_model *m, int rank, float alpha, unsigne
     lr->tensors = gptc_alloc(sizeof(gptc_tensor_desc) * (size_t)lr->ntensors, "LoRA tensor table");
     lr->A = gptc_alloc(views, "LoRA views");
     lr->B = gptc_alloc(views, "LoRA views");
-    lr->gA = gptc_alloc(views, "LoRA views");
-    lr->gB = gptc_alloc(views, "LoRA views");
     lr->params = m->be.mem->alloc(lr->floats * sizeof(float), "LoRA adapters");
-    if (!lr->tensors || !lr->A || !lr->B || !lr->gA || !lr->gB || !lr->params) {
+    if (!lr->tensors || !lr->A || !lr->B || !lr->params) {
         gptc_model_lora_free(m);
         return gptc_fail(GPTC_ERR_NOMEM, "out of memory: LoRA adapters of rank %d", rank);
     }
-    memset(lr->A, 0, views);
-    memset(lr->B, 0, views);
-    memset(lr->gA, 0, views);
-    memset(lr->gB, 0, views);
     gptc_lora_table(&m->cfg, rank, targets, lr->tensors, NULL);
-    lora_views(lr, lr->params, lr->A, 0);
-    lora_views(lr, lr->params, lr->B, 1);
-    gptc_model_lora_init(m, seed);
+    for (int p = 0; p < lr->ntensors / 2; p++) { /* the views of adapted sites (gptc_alloc zeroed the rest) */
+        int l, site;
+        gptc_lora_pair_site(targets, p, &l, &site);
+        lr->A[l * GPTC_LORA_SITES + site] = lr->params + lr->tensors[2 * p].offset;
+        lr->B[l * GPTC_LORA_SITES + site] = lr->params + lr->tensors[2 * p + 1].offset;
+    }
+    lora_init(lr, seed);
     return GPTC_OK;
 }
 
-void gptc_model_lora_init(gptc_model *m, uint64_t seed) {
-    gptc_lora *lr = m->lora;
-    gptc_rng rng;
-    gptc_rng_seed(&rng, seed ^ 0x4C6F5241ULL); /* "LoRA": not the base init's stream */
-    memset(lr->params, 0, lr->floats * sizeof(float));
-    for (int i = 0; i < lr->ntensors; i++) {
-        const gptc_tensor_desc *d = &lr->tensors[i];
-        if (strstr(d->name, ".lora_B.")) continue; /* zero */
-        double bound = 1.0 / sqrt((double)d->shape[1]); /* kaiming_uniform(a=sqrt(5)) on (r, in) */
-        float *p = lr->params + d->offset;
-        for (size_t j = 0; j < d->numel; j++) p[j] = (float)(bound * (2 * gptc_rng_uniform(&rng) - 1));
-    }
-}
-
-void gptc_lora_fold(float *W, const float *A, const float *B, int in, int out, int r, double scale) {
+/* W (in, out) += scale A^T B^T for A (r, in), B (out, r): each element's sum over r in double, added once */
+static void fold(float *W, const float *A, const float *B, int in, int out, int r, double scale) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < in; i++)
         for (int j = 0; j < out; j++) {
@@ -211,18 +194,8 @@ void gptc_lora_fold(float *W, const float *A, const float *B, int in, int out, i
         }
 }
 
-void gptc_model_lora_merge(gptc_model *m) {
-    gptc_lora *lr = m->lora;
-    if (!lr) return;
-    m->be.mem->synchronize();
-    for (int l = 0; l < m->cfg.layers; l++)
-        for (int s = 0; s < GPTC_LORA_SITES; s++) {
-            const float *A = lr->A[l * GPTC_LORA_SITES + s], *B = lr->B[l * GPTC_LORA_SITES + s];
-            if (!A) continue;
-            int in, o;
-            gptc_lora_site_shape(s, m->cfg.channels, &in, &o);
-            gptc_lora_fold(((float **)&m->w.layer[l])[k_sites[s].weight], A, B, in, o, lr->rank,
-                           (double)lr->alpha / lr->rank);
-        }
-    gptc_model_params_changed(m, 0, m->num_floats);
+void gptc_lora_fold_site(gptc_model *m, int l, int s, const float *A, const float *B, int r, double scale) {
+    int in, out;
+    gptc_lora_site_shape(s, m->cfg.channels, &in, &out);
+    fold(((float **)&m->w.layer[l])[k_sites[s].weight], A, B, in, out, r, scale);
 }

@@ -91,9 +91,9 @@ static gptc_status plan_trainable(const gptc_mem_request *r, trainable *ts) {
     const gptc_backend_memory *mem = gptc_backend_cpu_memory();
     int nt = gptc_model_tensor_table(&r->model, NULL);
     gptc_tensor_desc *all = malloc(sizeof *all * (size_t)nt);
-    bool *frozen = calloc((size_t)nt, sizeof *frozen);
+    gptc_model m = {.tensors = all, .ntensors = nt}; /* for gptc_model_freeze's matching, on the table alone */
     gptc_status st = GPTC_OK;
-    if (!all || !frozen) {
+    if (!all) {
         st = gptc_fail(GPTC_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -116,21 +116,15 @@ static gptc_status plan_trainable(const gptc_mem_request *r, trainable *ts) {
         ts->acts = mem->block_bytes(sizeof(float) * (size_t)r->model.layers * GPTC_LORA_SITES * BT * (size_t)r->lora) +
                    mem->block_bytes(sizeof(float) * BT * (size_t)r->lora);
     } else if (r->freeze && *r->freeze) {
-        gptc_model m = {.tensors = all, .ntensors = nt}; /* gptc_model_freeze's matching, on the table alone */
         int nfrozen;
-        if ((st = gptc_model_freeze(&m, r->freeze, &nfrozen))) {
-            gptc_free(m.frozen);
-            goto done;
-        }
-        memcpy(frozen, m.frozen, sizeof(bool) * (size_t)nt);
-        gptc_free(m.frozen);
+        if ((st = gptc_model_freeze(&m, r->freeze, &nfrozen))) goto done;
         ts->part = true;
-        ts->n = gptc_model_trainable_table(all, nt, frozen, NULL, &ts->floats);
+        ts->n = gptc_model_trainable_table(all, nt, m.frozen, NULL, &ts->floats);
         if (!(ts->t = malloc(sizeof *ts->t * (size_t)ts->n))) {
             st = gptc_fail(GPTC_ERR_NOMEM, "out of memory");
             goto done;
         }
-        gptc_model_trainable_table(all, nt, frozen, ts->t, NULL);
+        gptc_model_trainable_table(all, nt, m.frozen, ts->t, NULL);
         ts->host = gptc_alloc_block_bytes(sizeof(bool) * (size_t)nt) + gptc_alloc_block_bytes(sizeof(gptc_tensor_desc) * (size_t)ts->n);
         ts->grads = mem->block_bytes(ts->floats * sizeof(float)) + mem->block_bytes(2 * C * sizeof(float));
     } else {
@@ -141,7 +135,7 @@ static gptc_status plan_trainable(const gptc_mem_request *r, trainable *ts) {
     }
 done:
     free(all);
-    free(frozen);
+    gptc_free(m.frozen);
     return st;
 }
 

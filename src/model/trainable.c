@@ -51,14 +51,12 @@ gptc_status gptc_model_freeze(gptc_model *m, const char *patterns, int *nfrozen)
         return GPTC_ERR_NOMEM;
     memset(m->frozen, 0, sizeof(bool) * (size_t)m->ntensors);
     const char *p = patterns;
-    while (p && *p) {
-        size_t n = strcspn(p, ",");
-        char pat[96];
-        if (n == 0 || n >= sizeof pat)
+    char pat[96];
+    int got;
+    while ((got = gptc_list_next(&p, pat, sizeof pat)) != 0) {
+        if (got < 0)
             return gptc_fail(GPTC_ERR_ARG, "'freeze' %s: an empty or overlong pattern; give comma-separated tensor "
                              "names or patterns such as wte,wpe,h.0-9.*", patterns);
-        memcpy(pat, p, n);
-        pat[n] = '\0';
         int hits = 0;
         for (int i = 0; i < m->ntensors; i++)
             if (gptc_freeze_match(pat, m->tensors[i].name)) {
@@ -69,8 +67,6 @@ gptc_status gptc_model_freeze(gptc_model *m, const char *patterns, int *nfrozen)
             return gptc_fail(GPTC_ERR_ARG, "'freeze' %s: '%s' matches no tensor of this model; names are Hugging Face "
                              "GPT-2's without 'transformer.' (wte, wpe, h.N.attn.c_attn.weight, ln_f; h.0-9.* takes "
                              "layers 0 to 9)", patterns, pat);
-        p += n;
-        if (*p == ',') p++;
     }
     for (int i = 0; i < m->ntensors; i++) *nfrozen += m->frozen[i];
     if (*nfrozen == m->ntensors)

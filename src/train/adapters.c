@@ -31,58 +31,54 @@ static unsigned peft_target_bits(const char *t) {
     return bits;
 }
 
+/* What is wrong with a parsed adapter_config.json, or NULL when nothing is (a's rank, alpha and targets set). */
+static const char *read_config(const cJSON *o, gptc_adapters_info *a) {
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "peft_type");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "r");
+    const cJSON *alpha = cJSON_GetObjectItemCaseSensitive(o, "lora_alpha");
+    const cJSON *targets = cJSON_GetObjectItemCaseSensitive(o, "target_modules");
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA") != 0) return "peft_type is not \"LORA\"";
+    if (!cJSON_IsNumber(r) || r->valuedouble < 1 || r->valuedouble > 65536 || r->valuedouble != (int)r->valuedouble)
+        return "r is not a positive integer";
+    if (!cJSON_IsNumber(alpha) || !(alpha->valuedouble > 0)) return "lora_alpha is not a positive number";
+    if (cJSON_IsString(targets)) a->targets = peft_target_bits(targets->valuestring);
+    else if (!cJSON_IsArray(targets)) return "target_modules is not a list of module names";
+    const cJSON *e;
+    cJSON_ArrayForEach(e, targets) { /* a string has no elements */
+        unsigned bits = cJSON_IsString(e) ? peft_target_bits(e->valuestring) : 0;
+        if (!bits)
+            return "target_modules names a module GPT-2's blocks do not have (gptc adapts c_attn, attn.c_proj, c_fc, "
+                   "mlp.c_proj)";
+        a->targets |= bits;
+    }
+    if (!a->targets) return "target_modules is empty";
+    a->rank = (int)r->valuedouble;
+    a->alpha = (float)alpha->valuedouble;
+    return NULL;
+}
+
 gptc_status gptc_adapters_probe(const char *dir, gptc_adapters_info *a) {
     memset(a, 0, sizeof *a);
     char path[4200];
     snprintf(path, sizeof path, "%s/" ADAPTER_CONFIG, dir);
     if (!gptc_is_file(path)) return GPTC_OK;
     snprintf(a->dir, sizeof a->dir, "%s", dir);
-    char *text = NULL;
-    size_t len = 0;
-    gptc_status st = gptc_file_read_all(path, &text, &len);
+    cJSON *o;
+    const char *why;
+    gptc_status st = gptc_json_object_read(path, &o, &why);
     if (st) return st;
-    cJSON *o = len ? cJSON_ParseWithLength(text, len) : NULL;
-    gptc_free(text);
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "peft_type");
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "r");
-    const cJSON *alpha = cJSON_GetObjectItemCaseSensitive(o, "lora_alpha");
-    const cJSON *targets = cJSON_GetObjectItemCaseSensitive(o, "target_modules");
-    const char *why = NULL;
-    if (!cJSON_IsObject(o)) why = "not a JSON object";
-    else if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA") != 0) why = "peft_type is not \"LORA\"";
-    else if (!cJSON_IsNumber(r) || r->valuedouble < 1 || r->valuedouble > 65536 || r->valuedouble != (int)r->valuedouble)
-        why = "r is not a positive integer";
-    else if (!cJSON_IsNumber(alpha) || !(alpha->valuedouble > 0)) why = "lora_alpha is not a positive number";
-    else if (!cJSON_IsArray(targets) && !cJSON_IsString(targets)) why = "target_modules is not a list of module names";
-    if (!why) {
-        const cJSON *e, *list = cJSON_IsArray(targets) ? targets : NULL;
-        if (cJSON_IsString(targets)) a->targets = peft_target_bits(targets->valuestring);
-        cJSON_ArrayForEach(e, list) {
-            unsigned bits = cJSON_IsString(e) ? peft_target_bits(e->valuestring) : 0;
-            if (!bits) {
-                why = "target_modules names a module GPT-2's blocks do not have (gptc adapts c_attn, attn.c_proj, "
-                      "c_fc, mlp.c_proj)";
-                break;
-            }
-            a->targets |= bits;
-        }
-        if (!why && !a->targets) why = "target_modules is empty";
-    }
-    if (!why) {
-        a->found = true;
-        a->rank = (int)r->valuedouble;
-        a->alpha = (float)alpha->valuedouble;
-    }
+    if (!why) why = read_config(o, a);
     cJSON_Delete(o);
     if (why)
         return gptc_fail(GPTC_ERR_FORMAT, "%s: %s; the adapter folder is damaged or not PEFT's LoRA: use another, or "
                          "remove the adapter files to use the base weights alone", path, why);
+    a->found = true;
     return GPTC_OK;
 }
 
-/* Calls fn for every adapter tensor of a's file as the model of cfg needs it, with the file's data
+/* Calls fn for every adapter tensor i of a's file (gptc_lora_table's order) as the model of cfg needs it, with the file's data
  * (checked: F32, the shape of the table); GPTC_ERR_FORMAT naming a missing or misshapen one. */
-typedef gptc_status (*adapter_fn)(void *user, const gptc_tensor_desc *d, const float *data);
+typedef gptc_status (*adapter_fn)(void *user, int i, const gptc_tensor_desc *d, const float *data);
 static gptc_status each_adapter(const gptc_adapters_info *a, const gptc_model_config *cfg, adapter_fn fn, void *user) {
     size_t floats;
     int n = gptc_lora_table(cfg, a->rank, a->targets, NULL, &floats);
@@ -106,7 +102,7 @@ static gptc_status each_adapter(const gptc_adapters_info *a, const gptc_model_co
                            (long long)x->shape[0], (long long)(x->ndim > 1 ? x->shape[1] : 0),
                            (long long)t[i].shape[0], (long long)t[i].shape[1], a->rank);
         } else {
-            st = fn(user, &t[i], x->data);
+            st = fn(user, i, &t[i], x->data);
             gptc_st_release(&f, x);
         }
     }
@@ -115,55 +111,50 @@ static gptc_status each_adapter(const gptc_adapters_info *a, const gptc_model_co
     return st;
 }
 
-static gptc_status copy_into(void *user, const gptc_tensor_desc *d, const float *data) {
+static gptc_status copy_into(void *user, int i, const gptc_tensor_desc *d, const float *data) {
     gptc_model *m = user;
     memcpy(m->lora->params + d->offset, data, d->numel * sizeof(float));
     return GPTC_OK;
 }
 
+gptc_status gptc_adapters_match(const gptc_adapters_info *a, int rank, unsigned targets) {
+    if (a->rank == rank && a->targets == targets) return GPTC_OK;
+    char have[96], want[96];
+    gptc_lora_targets_name(a->targets, have, sizeof have);
+    gptc_lora_targets_name(targets, want, sizeof want);
+    return gptc_fail(GPTC_ERR_STATE, "%s: holds LoRA adapters of rank %d on %s, but this run asks for 'lora' %d on %s; use "
+                     "'lora' %d 'lora_targets' %s to go on training them, or merge them first (gptc export --merge-lora) "
+                     "and start new ones from the merged weights", a->dir, a->rank, have, rank, rank ? want : "nothing",
+                     a->rank, have);
+}
+
 gptc_status gptc_adapters_load(const gptc_adapters_info *a, gptc_model *m) {
     const gptc_lora *lr = m->lora;
-    if (!lr || lr->rank != a->rank || lr->targets != a->targets) {
-        char have[96], want[96];
-        gptc_lora_targets_name(a->targets, have, sizeof have);
-        gptc_lora_targets_name(lr ? lr->targets : 0, want, sizeof want);
-        return gptc_fail(GPTC_ERR_STATE, "%s: holds LoRA adapters of rank %d on %s, but this run asks for 'lora' %d on "
-                         "%s; use 'lora' %d 'lora_targets' %s to go on training them, or merge them first (gptc export "
-                         "--merge-lora) and start new ones from the merged weights", a->dir, a->rank, have, lr ? lr->rank : 0,
-                         lr ? want : "nothing", a->rank, have);
-    }
+    gptc_status st = gptc_adapters_match(a, lr ? lr->rank : 0, lr ? lr->targets : 0);
+    if (st) return st;
     m->lora->alpha = a->alpha;
     m->lora->scale = a->alpha / (float)a->rank;
     return each_adapter(a, &m->cfg, copy_into, m);
 }
 
-/* folding one pair: the A of a site is kept until its B arrives (the table lists A, then B) */
+/* folding one pair: a site's A (even i) is kept until its B (odd i) arrives */
 typedef struct merge_ctx {
     gptc_model *m;
     const gptc_adapters_info *a;
     float *A;
 } merge_ctx;
 
-static gptc_status fold(void *user, const gptc_tensor_desc *d, const float *data) {
+static gptc_status fold(void *user, int i, const gptc_tensor_desc *d, const float *data) {
     merge_ctx *c = user;
-    bool isA = strstr(d->name, ".lora_A.") != NULL;
-    if (isA) {
+    if (i % 2 == 0) {
         free(c->A);
         if (!(c->A = malloc(d->numel * sizeof(float)))) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
         memcpy(c->A, data, d->numel * sizeof(float));
         return GPTC_OK;
     }
-    int l, s, r = c->a->rank;
-    char mod[32];
-    if (sscanf(d->name, "h.%d.%31[a-z_.]", &l, mod) != 2) return gptc_fail(GPTC_ERR_FORMAT, "%s: bad adapter name", d->name);
-    for (s = 0; s < GPTC_LORA_SITES; s++)
-        if (!strncmp(mod, gptc_lora_site_module(s), strlen(gptc_lora_site_module(s))) &&
-            mod[strlen(gptc_lora_site_module(s))] == '.')
-            break;
-    int in, out;
-    gptc_lora_site_shape(s, c->m->cfg.channels, &in, &out);
-    gptc_lora_fold(((float **)&c->m->w.layer[l])[gptc_lora_site_weight(s)], c->A, data, in, out, r,
-                   (double)c->a->alpha / r);
+    int l, s;
+    gptc_lora_pair_site(c->a->targets, i / 2, &l, &s);
+    gptc_lora_fold_site(c->m, l, s, c->A, data, c->a->rank, (double)c->a->alpha / c->a->rank);
     return GPTC_OK;
 }
 

@@ -300,17 +300,11 @@ static gptc_status check_hf_config(const char *step_dir, const gptc_model_config
     char path[4096];
     snprintf(path, sizeof path, "%s/" CONFIG_FILE, step_dir);
     if (access(path, F_OK) != 0) return GPTC_OK; /* optional */
-    char *text = NULL;
-    size_t len = 0;
-    gptc_status st = gptc_file_read_all(path, &text, &len);
+    cJSON *o;
+    const char *why;
+    gptc_status st = gptc_json_object_read(path, &o, &why);
     if (st) return st;
-    cJSON *o = len ? cJSON_ParseWithLength(text, len) : NULL;
-    gptc_free(text);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return gptc_fail(GPTC_ERR_FORMAT, "%s: %s; the checkpoint folder is damaged: use another checkpoint",
-                         path, len ? "not a JSON object" : "file is empty");
-    }
+    if (!o) return gptc_fail(GPTC_ERR_FORMAT, "%s: %s; the checkpoint folder is damaged: use another checkpoint", path, why);
     struct { const char *key; int want; } f[] = {{"n_layer", c->layers}, {"n_head", c->heads}, {"n_embd", c->channels},
                                                  {"n_positions", c->context}, {"vocab_size", c->vocab}};
     st = GPTC_OK;

@@ -141,18 +141,10 @@ static gptc_status open_checks(trainer *t, gptc_train_options *op, gptc_data_met
                              o->init, init->cfg.layers, init->cfg.heads, init->cfg.channels, init->cfg.context,
                              init->cfg.vocab, gptc_gelu_name(init->cfg.gelu), o->model.layers, o->model.heads,
                              o->model.channels, o->model.context, o->model.vocab, gptc_gelu_name(o->model.gelu));
-        const gptc_adapters_info *ad = &init->adapters;
-        unsigned targets = 0;
-        if (ad->found && o->lora > 0 && !gptc_lora_targets_parse(o->lora_targets, &targets) &&
-            (ad->rank != o->lora || ad->targets != targets)) {
-            char have[96], want[96];
-            gptc_lora_targets_name(ad->targets, have, sizeof have);
-            gptc_lora_targets_name(targets, want, sizeof want);
-            return gptc_fail(GPTC_ERR_STATE, "'init' %s: holds LoRA adapters of rank %d on %s, but this run asks for "
-                             "'lora' %d on %s; use 'lora' %d 'lora_targets' %s to go on training them, or merge them "
-                             "first (gptc export --merge-lora) and start new ones from the merged weights", o->init,
-                             ad->rank, have, o->lora, want, ad->rank, have);
-        }
+        unsigned targets = 0; /* --init of adapters: go on training them only at their rank and targets */
+        if (init->adapters.found && o->lora > 0 && !gptc_lora_targets_parse(o->lora_targets, &targets) &&
+            (st = gptc_adapters_match(&init->adapters, o->lora, targets)))
+            return gptc_fail_prefix(st, "'init'");
         if (*has_meta && init->tokenizer[0] && meta->tokenizer[0] && strcmp(init->tokenizer, meta->tokenizer) != 0)
             return gptc_fail(GPTC_ERR_STATE, "'init' %s: weights for %s tokens but 'data' %s holds %s tokens; prepare "
                              "the data with the %s tokenizer", o->init, init->tokenizer, o->data, meta->tokenizer,

@@ -595,7 +595,6 @@ done:
     return st;
 }
 
-/* Copies the file from to to (atomically). */
 /* The GPT-2 vocabulary files to put in an exported folder, for the weights in file: the source
  * folder's own vocab.json and merges.txt when it holds both, else encoder.json and vocab.bpe where
  * gptc_tokenizer_open("gpt2") finds them. Checked by opening them as the readers will. */

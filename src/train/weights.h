@@ -76,9 +76,11 @@ gptc_status gptc_weights_export(const char *src, const char *format, gptc_dtype 
 /* ---- LoRA adapters (train/adapters.c) */
 /* Reads dir/adapter_config.json when present (a->found false when absent); a damaged one is GPTC_ERR_FORMAT. */
 gptc_status gptc_adapters_probe(const char *dir, gptc_adapters_info *a);
+/* GPTC_OK when a holds adapters of this rank on these targets, else GPTC_ERR_STATE naming both. */
+gptc_status gptc_adapters_match(const gptc_adapters_info *a, int rank, unsigned targets);
 /* Copies the adapters into m->lora (the same rank and targets; alpha taken from the file). */
 gptc_status gptc_adapters_load(const gptc_adapters_info *a, gptc_model *m);
-/* Folds them into m's weights (gptc_lora_fold per pair). */
+/* Folds them into m's weights (gptc_lora_fold_site per pair). */
 gptc_status gptc_adapters_merge(const gptc_adapters_info *a, gptc_model *m);
 /* Writes m->lora as dir/adapter_model.safetensors and dir/adapter_config.json (atomically each); base: the
  * config's base_model_name_or_path. */
