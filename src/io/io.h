@@ -82,6 +82,10 @@ typedef struct gptc_st_file {
  * overlapping, the data region fully covered, and every crc32c.<name> in the metadata matching.
  * Any violation is GPTC_ERR_FORMAT with the path and the reason. */
 gptc_status gptc_st_open(gptc_st_file *f, const char *path);
+/* The same without reading the tensors' bytes: every check but the checksums, so its names, shapes
+ * and metadata can be trusted, its data not. For probes that size or describe a model before the
+ * load that verifies it (a 124M checkpoint's checksums cost a pass over 0.5 GB). */
+gptc_status gptc_st_open_header(gptc_st_file *f, const char *path);
 /* Drops the resident pages of tensor t's bytes (they are read again from the file if touched): a
  * reader that copies tensor by tensor calls it after each, so a file of N bytes never adds N to the
  * process's resident memory (checkpoints are the size of the model and its moments). */

@@ -333,7 +333,7 @@ gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, 
      * its bytes (an llm.c file's size is checked against its header by the probe) */
     if (info.format != GPTC_WEIGHTS_LLMC) {
         gptc_st_file f = {0};
-        if ((st = gptc_st_open(&f, info.file))) return st;
+        if ((st = gptc_st_open_header(&f, info.file))) return st;
         size_t values = 0;
         for (int i = 0; i < f.ntensors; i++) values += f.tensors[i].numel;
         gptc_st_close(&f);
@@ -377,13 +377,18 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
         gptc_model_config cfg;
         st = gptc_ckpt_read_config(cand, &cfg, NULL, 0);
         if (st == GPTC_OK) {
-            snprintf(probe, sizeof probe, "%s/" OPTIM_FILE, cand);
-            gptc_st_file f = {0};
-            if (gptc_is_file(probe) && (st = gptc_st_open(&f, probe)) != GPTC_OK) {
+            /* the newest whole checkpoint: its weights' and optimizer state's checksums verified (the
+             * config read above trusts the headers only) */
+            const char *files[2] = {MODEL_FILE, OPTIM_FILE};
+            for (int k = 0; k < 2 && st == GPTC_OK; k++) {
+                snprintf(probe, sizeof probe, "%s/%s", cand, files[k]);
+                gptc_st_file f = {0};
+                if (gptc_is_file(probe) && (st = gptc_st_open(&f, probe)) == GPTC_OK) gptc_st_close(&f);
+            }
+            if (st != GPTC_OK) {
                 why[nwhy++] = strdup(gptc_last_error());
                 continue;
             }
-            gptc_st_close(&f);
             snprintf(path, cap, "%s", cand);
             *found = true;
             break;

@@ -43,7 +43,8 @@ typedef struct gptc_trainer_state {
 gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_optimizer_kind *opt, const gptc_ostate *state,
                            const gptc_trainer_state *s, int keep, char *written, size_t cap);
 
-/* Finds the newest step folder in dir whose model file opens and verifies; older valid ones are
+/* Finds the newest step folder in dir whose model file and optimizer state (where present) open and
+ * verify (headers and checksums); older valid ones are
  * the fallback when a newer one is damaged (a warning names it). *found false when none. If dir
  * itself is a step folder, or any folder holding model.safetensors (a Hugging Face GPT-2 folder),
  * or a file (an llm.c .bin, a .safetensors), it is returned as it is. */
@@ -51,7 +52,7 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
 
 /* Reads the model configuration (shape and GELU form; a checkpoint that does not record the form
  * is tanh, GPT-2's) and tokenizer name from a step folder, or from anything gptc_weights_probe
- * (train/weights.h) reads. */
+ * (train/weights.h) reads. Headers only: the tensors' checksums are verified by the load. */
 gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, char *tokenizer, size_t cap);
 
 /* Loads the weights into m (initialised with the same config; a different shape or GELU form is

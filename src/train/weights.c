@@ -206,7 +206,7 @@ static const gptc_st_tensor *find_hf(const gptc_st_file *f, const char *name) {
 
 static gptc_status probe_safetensors(const char *file, gptc_weights_info *info) {
     gptc_st_file f = {0};
-    gptc_status st = gptc_st_open(&f, file);
+    gptc_status st = gptc_st_open_header(&f, file); /* gptc_weights_load verifies the data */
     if (st) return st;
     gptc_model_config *cfg = &info->cfg;
     const char *tok = gptc_st_meta(&f, "gptc.tokenizer");

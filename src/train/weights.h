@@ -41,8 +41,9 @@ typedef struct gptc_weights_info {
 const char *gptc_weights_format_name(gptc_weights_format f);
 
 /* Recognises path — a folder holding model.safetensors, a .safetensors file, or an llm.c .bin —
- * and reads its model configuration. An unknown or inconsistent file is GPTC_ERR_FORMAT (or
- * GPTC_ERR_IO) with one line naming the path, the reason and what to do. */
+ * and reads its model configuration (from headers: the data's checksums are gptc_weights_load's).
+ * An unknown or inconsistent file is GPTC_ERR_FORMAT (or GPTC_ERR_IO) with one line naming the
+ * path, the reason and what to do. */
 gptc_status gptc_weights_probe(const char *path, gptc_weights_info *info);
 
 /* The same after finding the weights: path may also be a run folder of step folders (its newest
