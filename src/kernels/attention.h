@@ -82,16 +82,16 @@ void gptc_flash_bwd_avx512(float *dq, float *dk, float *dv, const float *do_, co
  * conversions and vdpbf16ps flush them to zero), so variants agree to the fp32 rounding of the
  * sums, plus the rare bf16 rounding that such a difference flips. */
 enum { GPTC_FLASH_KEY_TILE = 16 };
-gptc_flash_fwd_fn gptc_flash_fwd_bf16(void); /* the table's flash_fwd_bf16: AVX512_BF16 at the avx512
-                                                level on a CPU with it, else the bf16 reference */
+gptc_flash_fwd_fn gptc_flash_fwd_bf16(void); /* the table's flash_fwd_bf16: the avx512 level's, else the
+                                                bf16 reference */
 gptc_flash_bwd_fn gptc_flash_bwd_bf16(void);
-const char *gptc_flash_bf16_variant(void); /* "ref" or "avx512bf16" */
+const char *gptc_flash_bf16_variant(void); /* "ref" or "avx512" */
 void gptc_flash_fwd_bf16_ref(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
                              int T, int HS, float dropout, uint64_t seed);
 void gptc_flash_bwd_bf16_ref(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
                              const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
                              float dropout, uint64_t seed);
-/* Only when gptc_kernels_level("avx512") is non-NULL and gptc_cpu()->avx512bf16. */
+/* Only when gptc_kernels_level("avx512") is non-NULL (fp32 FMAs on bf16-rounded operands: no AVX512_BF16 needed). */
 void gptc_flash_fwd_bf16_avx512(float *o, float *lse, const float *q, const float *k, const float *v, int B,
                                 int NH, int T, int HS, float dropout, uint64_t seed);
 void gptc_flash_bwd_bf16_avx512(float *dq, float *dk, float *dv, const float *do_, const float *q,

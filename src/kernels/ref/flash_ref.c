@@ -202,7 +202,7 @@ gptc_flash_fwd_fn gptc_flash_fwd_bf16(void) { return gptc_kernels_get()->flash_f
 gptc_flash_bwd_fn gptc_flash_bwd_bf16(void) { return gptc_kernels_get()->flash_bwd_bf16; }
 const char *gptc_flash_bf16_variant(void) {
 #if defined(__x86_64__) || defined(__i386__) /* the AVX512_BF16 kernel is built for an x86 target only (Makefile) */
-    if (gptc_kernels_get()->flash_fwd_bf16 == gptc_flash_fwd_bf16_avx512) return "avx512bf16";
+    if (gptc_kernels_get()->flash_fwd_bf16 == gptc_flash_fwd_bf16_avx512) return "avx512";
 #endif
     return "ref";
 }

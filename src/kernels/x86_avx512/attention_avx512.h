@@ -1,6 +1,6 @@
-/* attention_avx512.h — private to src/kernels/x86_avx512: the tiling and the vector helpers that the
- * fp32 flash attention (attention_avx512.c) and its bf16 twin (attention_bf16_avx512.c) share.
- * Only for files compiled with the AVX-512 flags (the Makefile's x86_avx512 rule). */
+/* attention_avx512.h — private to src/kernels/x86_avx512: the query tile and the vector helpers of
+ * the flash attention (attention_avx512.c: fp32 and bf16). Only for files compiled with the AVX-512
+ * flags (the Makefile's x86_avx512 rule). */
 #ifndef GPTC_KERNELS_ATTENTION_AVX512_H
 #define GPTC_KERNELS_ATTENTION_AVX512_H
 
@@ -10,8 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 
-enum { BR = 64, BC = 16 }; /* query rows per forward task, keys per tile (one zmm) */
-_Static_assert((int)BC == (int)GPTC_FLASH_KEY_TILE, "the key tile is part of the bf16 contract (attention.h)");
+enum { BR = 64 }; /* query rows per forward task and per backward block */
 
 /* exp(x), Cephes expf's range reduction and polynomial (about 1 ulp); 2^n applied by scalef so
  * that large negative inputs underflow cleanly to 0. */
@@ -31,21 +30,6 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-/* One key tile of a query row's online softmax: s (16) scaled scores, the first nv valid; updates
- * the row's running max *m and denominator *l (unnormalised probabilities, before dropout), sets
- * *corr to the factor the row's accumulator must be rescaled by, and returns the tile's
- * probabilities exp(s - max) (zero past nv). */
-static inline __m512 online_softmax16(__m512 s, int nv, float *m, float *l, float *corr) {
-    __mmask16 valid = (__mmask16)((1u << nv) - 1u);
-    float mb = _mm512_mask_reduce_max_ps(valid, s);
-    float mnew = *m > mb ? *m : mb;
-    *corr = expf(*m - mnew);
-    __m512 p = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(s, _mm512_set1_ps(mnew))));
-    *l = *l * *corr + _mm512_reduce_add_ps(p);
-    *m = mnew;
-    return p;
-}
-
 /* The 16 lanes of chunk c0 of a length-HS row: all, or the tail. */
 static inline __mmask16 chunk_mask(int c0, int HS) {
     int n = HS - c0;
@@ -59,13 +43,6 @@ static inline float dot16(const float *a, const float *b, int HS) {
         s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + c0), _mm512_maskz_loadu_ps(m, b + c0), s);
     }
     return _mm512_reduce_add_ps(s);
-}
-
-/* keep mask of keys j0..j0+15 of query row `row` (bit jj: key j0+jj kept); j0 a multiple of 4 */
-static inline __mmask16 keep16(uint64_t seed, uint64_t row, int j0, uint32_t thr) {
-    unsigned bits = 0;
-    for (int g = 0; g < 4; g++) bits |= gptc_flash_keep4(seed, row, (uint32_t)(j0 / 4 + g), thr) << (4 * g);
-    return (__mmask16)bits;
 }
 
 #endif
