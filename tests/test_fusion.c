@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* vocab 300 pads to 320; B*T = 2*160 = 320 rows: one full chunk of 256 and a ragged one of 64 */
+/* vocab 300 pads to 320; B*T = 8*160 = 1280 rows: one full chunk of GPTC_CLASSIFIER_CHUNK (1024) and a
+ * ragged one of 256 */
 static const gptc_model_config k_cfg = {.layers = 2, .heads = 2, .channels = 32, .context = 160, .vocab = 300};
-enum { B = 2, T = 160 };
+enum { B = 8, T = 160 };
+_Static_assert(B * T > GPTC_CLASSIFIER_CHUNK && (B * T) % GPTC_CLASSIFIER_CHUNK != 0, "a full chunk and a ragged one");
 
 static void tokens(int *x, int n, uint64_t seed) {
     gptc_rng r;
@@ -84,7 +86,7 @@ TEST(fusion_deterministic_threads) {
 }
 
 /* The plan holds one chunk of logits and no dlogits when fused: at GPT-2 124M, B=4, T=256 the
- * classifier keeps 256 x 50304 floats instead of two (1024, 50304) arrays. */
+ * classifier keeps one (1024, 50304) chunk instead of two (1024, 50304) arrays. */
 TEST(fusion_logits_memory) {
     gptc_model_config gpt2 = {.layers = 12, .heads = 12, .channels = 768, .context = 1024, .vocab = 50257};
     const size_t Vp = 50304;
@@ -109,7 +111,7 @@ TEST(fusion_logits_memory) {
     CHECK_OK(gptc_model_init(&u, &k_cfg));
     CHECK_OK(gptc_model_alloc_train(&u, B, T));
     size_t Vs = 320, rows = (size_t)B * T;
-    CHECK_EQ_INT((u.act_floats + u.dact_floats) - (m.act_floats + m.dact_floats), (2 * rows - 256) * Vs);
+    CHECK_EQ_INT((u.act_floats + u.dact_floats) - (m.act_floats + m.dact_floats), (2 * rows - GPTC_CLASSIFIER_CHUNK) * Vs);
     gptc_model_free(&m);
     gptc_model_free(&u);
 }
