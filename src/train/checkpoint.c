@@ -349,7 +349,8 @@ gptc_status gptc_ckpt_read_config(const char *step_dir, gptc_model_config *cfg, 
     return GPTC_OK;
 }
 
-gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found) {
+/* gptc_ckpt_find and gptc_ckpt_find_weights: with_state also verifies the optimizer state */
+static gptc_status find_step(const char *dir, char *path, size_t cap, bool *found, bool with_state) {
     *found = false;
     char probe[4096];
     snprintf(probe, sizeof probe, "%s/" MODEL_FILE, dir);
@@ -377,10 +378,10 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
         gptc_model_config cfg;
         st = gptc_ckpt_read_config(cand, &cfg, NULL, 0);
         if (st == GPTC_OK) {
-            /* the newest whole checkpoint: its weights' and optimizer state's checksums verified (the
-             * config read above trusts the headers only) */
+            /* the newest whole checkpoint: its weights' (and optimizer state's) checksums verified
+             * (the config read above trusts the headers only) */
             const char *files[2] = {MODEL_FILE, OPTIM_FILE};
-            for (int k = 0; k < 2 && st == GPTC_OK; k++) {
+            for (int k = 0; k < (with_state ? 2 : 1) && st == GPTC_OK; k++) {
                 snprintf(probe, sizeof probe, "%s/%s", cand, files[k]);
                 gptc_st_file f = {0};
                 if (gptc_is_file(probe) && (st = gptc_st_open(&f, probe)) == GPTC_OK) gptc_st_close(&f);
@@ -411,6 +412,14 @@ gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found)
     free(why);
     free(steps);
     return st;
+}
+
+gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found) {
+    return find_step(dir, path, cap, found, true);
+}
+
+gptc_status gptc_ckpt_find_weights(const char *dir, char *path, size_t cap, bool *found) {
+    return find_step(dir, path, cap, found, false);
 }
 
 /* copies the part inside elements [lo, hi) of the arena of every tensor of m from f (names with prefix,

@@ -49,6 +49,9 @@ gptc_status gptc_ckpt_save(const char *dir, const gptc_model *m, const gptc_opti
  * itself is a step folder, or any folder holding model.safetensors (a Hugging Face GPT-2 folder),
  * or a file (an llm.c .bin, a .safetensors), it is returned as it is. */
 gptc_status gptc_ckpt_find(const char *dir, char *path, size_t cap, bool *found);
+/* The same for readers of the weights alone (sample, eval, export, --init): the optimizer state is
+ * neither verified nor required to be whole (a 124M checkpoint's is 1 GB of checksums). */
+gptc_status gptc_ckpt_find_weights(const char *dir, char *path, size_t cap, bool *found);
 
 /* Reads the model configuration (shape and GELU form; a checkpoint that does not record the form
  * is tanh, GPT-2's) and tokenizer name from a step folder, or from anything gptc_weights_probe

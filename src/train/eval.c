@@ -161,7 +161,7 @@ static gptc_status byte_lengths(const gptc_tokenizer *tok, int vocab, int **out)
 static gptc_status find_model(const char *ckpt, char *dir, size_t dircap, gptc_model_config *cfg, char *tokname,
                               size_t tokcap) {
     bool found;
-    gptc_status st = gptc_ckpt_find(ckpt, dir, dircap, &found);
+    gptc_status st = gptc_ckpt_find_weights(ckpt, dir, dircap, &found);
     if (st) return gptc_fail_prefix(st, "'ckpt'");
     if (!found)
         return gptc_fail(GPTC_ERR_IO, "'ckpt' %s: no checkpoint found (expected a folder written by `gptc train 'ckpt'`, "

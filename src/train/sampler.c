@@ -193,7 +193,7 @@ gptc_status gptc_sample_many(const gptc_sample_options *o, gptc_sample_text_fn e
 
     char dir[4096];
     bool found;
-    gptc_status st = gptc_ckpt_find(o->ckpt, dir, sizeof dir, &found);
+    gptc_status st = gptc_ckpt_find_weights(o->ckpt, dir, sizeof dir, &found);
     if (st) return gptc_fail_prefix(st, "'ckpt'");
     if (!found) return gptc_fail(GPTC_ERR_IO, "'ckpt' %s: no checkpoint found (expected a folder written by `gptc train`, a Hugging Face GPT-2 folder or an llm.c .bin)", o->ckpt);
     gptc_model_config cfg;

@@ -313,7 +313,7 @@ gptc_status gptc_weights_probe(const char *path, gptc_weights_info *info) {
 gptc_status gptc_weights_find(const char *path, gptc_weights_info *info) {
     char dir[4096];
     bool found;
-    gptc_status st = gptc_ckpt_find(path, dir, sizeof dir, &found);
+    gptc_status st = gptc_ckpt_find_weights(path, dir, sizeof dir, &found);
     if (st) return st;
     if (!found) return gptc_fail(GPTC_ERR_IO, "%s: no weights found; expected " WHAT, path);
     return gptc_weights_probe(dir, info);
