@@ -34,6 +34,11 @@ static inline vf vround(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_
 static inline vf vpow2i(vf k) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23));
 }
+/* masks: not, and, any lane set, lanes where a > b (ordered) */
+static inline vm vmnot(vm m) { return _mm256_xor_si256(m, _mm256_set1_epi32(-1)); }
+static inline vm vmand(vm a, vm b) { return _mm256_and_si256(a, b); }
+static inline int vmany(vm m) { return !_mm256_testz_si256(m, m); }
+static inline vm vgt(vf a, vf b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
 static inline vf vsel(vm m, vf a, vf b) { return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(m)); } /* b where m */
 static inline vf vzmask(vm m, vf a) { return _mm256_and_ps(a, _mm256_castsi256_ps(m)); }          /* 0 outside m */
 /* b where x has its sign bit set, else a */

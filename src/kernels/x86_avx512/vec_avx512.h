@@ -32,6 +32,11 @@ static inline vf vround(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEA
 static inline vf vpow2i(vf k) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23));
 }
+/* masks: not, and, any lane set, lanes where a > b (ordered) */
+static inline vm vmnot(vm m) { return (vm)~m; }
+static inline vm vmand(vm a, vm b) { return (vm)(a & b); }
+static inline int vmany(vm m) { return m != 0; }
+static inline vm vgt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 static inline vf vsel(vm m, vf a, vf b) { return _mm512_mask_blend_ps(m, a, b); } /* b where m */
 static inline vf vzmask(vm m, vf a) { return _mm512_maskz_mov_ps(m, a); }          /* 0 outside m */
 /* b where x has its sign bit set, else a */
