@@ -35,7 +35,7 @@ static const variant k_ref_bf16 = {"bf16 ref", gptc_flash_fwd_bf16_ref, gptc_fla
 static const variant k_ref_fp32 = {"fp32 ref", gptc_flash_fwd_ref, gptc_flash_bwd_ref};
 static const variant k_avx512_bf16 = {"avx512 bf16", gptc_flash_fwd_bf16_avx512, gptc_flash_bwd_bf16_avx512};
 
-static int have_avx512bf16(void) { return gptc_kernels_level("avx512") != NULL; }
+static int have_avx512_level(void) { return gptc_kernels_level("avx512") != NULL; }
 
 /* e[0..4] = rel errors of o, lse, dq, dk, dv of got against want */
 static void fb_errs(double e[5], const fb_out *got, const fb_out *want, size_t n, size_t nl) {
@@ -46,7 +46,7 @@ static void fb_errs(double e[5], const fb_out *got, const fb_out *want, size_t n
 static const char *const k_what[5] = {"o", "lse", "dq", "dk", "dv"};
 
 TEST(attention_bf16_avx512_vs_ref) {
-    if (!have_avx512bf16()) {
+    if (!have_avx512_level()) {
         printf("    (no AVX-512 on this CPU or level capped: the dispatch uses the bf16 reference)\n");
         return;
     }
@@ -84,7 +84,7 @@ TEST(attention_bf16_avx512_vs_ref) {
 /* The backward adds: from g0 it gives g0 + (its result from zero), to fp32 addition. */
 TEST(attention_bf16_backward_accumulates) {
     variant vs[2] = {k_ref_bf16, k_avx512_bf16};
-    int nv = have_avx512bf16() ? 2 : 1;
+    int nv = have_avx512_level() ? 2 : 1;
     gptc_rng_seed(&g_rng, 22);
     const int B = 1, NH = 2, T = 37, HS = 24;
     size_t n = (size_t)B * NH * T * HS;
@@ -106,7 +106,7 @@ TEST(attention_bf16_backward_accumulates) {
 
 TEST(attention_bf16_threads_bitwise) {
     variant vs[2] = {k_ref_bf16, k_avx512_bf16};
-    check_flash_threads_bitwise(vs, have_avx512bf16() ? 2 : 1, 40, 23);
+    check_flash_threads_bitwise(vs, have_avx512_level() ? 2 : 1, 40, 23);
 }
 
 /* bf16 reference vs fp32 reference, forward and backward: within BF16_TOL, and not bit-equal */

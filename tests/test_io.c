@@ -492,6 +492,28 @@ TEST(io_st_refuses_flipped_bits) {
     gptc_free(whole);
 }
 
+TEST(io_st_open_header_skips_only_the_checksums) {
+    /* a flipped data byte: gptc_st_open refuses it, gptc_st_open_header (probes) reads the header */
+    const char *p = tpath("%s", "header-only.safetensors");
+    float w[4] = {1, 2, 3, 4};
+    gptc_st_entry e[] = {{"w", GPTC_F32, 1, {4}, w}};
+    CHECK_OK(gptc_st_write(p, e, 1, NULL, NULL, 0));
+    char *whole = NULL;
+    size_t size = 0;
+    CHECK_OK(gptc_file_read_all(p, &whole, &size));
+    whole[size - 1] ^= 0x10;
+    write_raw(p, whole, size);
+    gptc_st_file f;
+    CHECK(gptc_st_open(&f, p) == GPTC_ERR_FORMAT && strstr(gptc_last_error(), "fails its checksum"));
+    CHECK_OK(gptc_st_open_header(&f, p));
+    CHECK(f.ntensors == 1 && f.tensors[0].numel == 4);
+    gptc_st_close(&f);
+    /* the header's own checks stay: a truncated file is refused by both */
+    write_raw(p, whole, size - 2);
+    CHECK(gptc_st_open_header(&f, p) == GPTC_ERR_FORMAT);
+    gptc_free(whole);
+}
+
 TEST(io_st_refuses_bad_headers) {
     const char *p = tpath("%s", "bad.safetensors");
     unsigned char z[64] = {0};
