@@ -62,7 +62,7 @@ TEST(decoder_prefill_and_steps_match_forward) {
             float *old = malloc(sizeof(float) * (size_t)T * m.Vp);
             for (int t = 0; t < T; t++) memcpy(old + (size_t)t * m.Vp, gptc_model_decode_step(&m, &kv, tokens[t]), sizeof(float) * m.Vp);
             gptc_decoder d;
-            CHECK_OK(gptc_decoder_init(&d, &m, 1, T, GPTC_PRECISION_FP32));
+            CHECK_OK(gptc_decoder_init(&d, &m, 1, T, GPTC_PRECISION_FP32, (l + f) % 2 == 0)); /* packed or not */
             double worst = 0;
             for (int p = 1; p <= T; p++) {
                 const float *lg = gptc_decoder_prefill(&m, &d, 0, tokens, p);
@@ -87,6 +87,50 @@ TEST(decoder_prefill_and_steps_match_forward) {
         }
 }
 
+/* The packed weights (panels) give the unpacked decoder's logits, prefill and steps, fp32 against the
+ * model's own rows, bf16 against O2 training's bf16 copy (m->params16) read in place: the layers' products
+ * bit for bit (panels sum in the rows' order), the classifier's within float rounding (wte's rows are
+ * dot products in another fixed order than wte^T's panels), so each step's logits agree to 1e-5 and its
+ * hidden state is the same. A bf16 decoder of a model without that copy packs one. */
+TEST(decoder_packed_equals_unpacked) {
+    gptc_model m;
+    init_model(&m, &k_cfg, 21);
+    int S = 2, T = k_cfg.context, V = k_cfg.vocab, prompt[8], steps[24];
+    random_tokens(prompt, 8, V, 4);
+    random_tokens(steps, T, V, 44);
+    m.params16 = m.be.mem->alloc(m.num_floats * sizeof(uint16_t), "test bf16 copy");
+    CHECK(m.params16 != NULL);
+    m.be.k->to_bf16(m.params16, m.params, m.num_floats);
+    for (int dt = 0; dt < 2; dt++) {
+        gptc_precision p = dt ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
+        gptc_decoder d[2];
+        for (int pack = 0; pack < 2; pack++) {
+            CHECK_OK(gptc_decoder_init(&d[pack], &m, S, 8, p, pack));
+            CHECK_EQ_INT(!!(d[pack].wfmt & GPTC_MV_PANELS), pack);
+        }
+        double worst = test_rel_err_f(gptc_decoder_prefill(&m, &d[0], 0, prompt, 8),
+                                      gptc_decoder_prefill(&m, &d[1], 0, prompt, 8), V);
+        gptc_decoder_fork(&m, &d[0], 0), gptc_decoder_fork(&m, &d[1], 0);
+        bool same_state = true;
+        for (int t = 8; t < T; t++) {
+            int tok[2] = {steps[t], steps[T - 1 - t]};
+            const float *a = gptc_decoder_step(&m, &d[0], tok), *b = gptc_decoder_step(&m, &d[1], tok);
+            for (int s = 0; s < S; s++) worst = fmax(worst, test_rel_err_f(a + (size_t)s * m.Vp, b + (size_t)s * m.Vp, V));
+            same_state = same_state && !memcmp(d[0].xn, d[1].xn, sizeof(float) * S * k_cfg.channels);
+        }
+        CHECK_MSG(same_state, "%s: packed and unpacked decoders' hidden states differ", gptc_precision_name(p));
+        CHECK_MSG(worst < 1e-5, "%s: packed and unpacked logits: rel err %g", gptc_precision_name(p), worst);
+        gptc_decoder_free(&d[0]), gptc_decoder_free(&d[1]);
+    }
+    m.be.mem->free(m.params16);
+    m.params16 = NULL;
+    gptc_decoder d;
+    CHECK_OK(gptc_decoder_init(&d, &m, 1, 8, GPTC_PRECISION_BF16, false));
+    CHECK_MSG(d.packed != NULL && (d.wfmt & GPTC_MV_PANELS), "bf16 without params16: a packed copy");
+    gptc_decoder_free(&d);
+    gptc_model_free(&m);
+}
+
 /* S samples stepped together: each sample's logits equal, bit for bit, a decoder of one sample fed the
  * same tokens (matvec's rows do not depend on each other; attention and LayerNorm are per row; the
  * samples read the shared prompt's keys and values, the single decoder its own); fp32 and bf16 weights
@@ -102,7 +146,7 @@ TEST(decoder_samples_equal_single_and_bf16_near_fp32) {
     for (int dt = 0; dt < 2; dt++) {
         gptc_precision p = dt ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
         gptc_decoder all;
-        CHECK_OK(gptc_decoder_init(&all, &m, S, 8, p));
+        CHECK_OK(gptc_decoder_init(&all, &m, S, 8, p, true));
         gptc_decoder_prefill(&m, &all, dt ? S - 1 : 0, prompt, 8);
         gptc_decoder_fork(&m, &all, dt ? S - 1 : 0);
         float *batched = malloc(sizeof(float) * (size_t)S * (T - 8) * m.Vp);
@@ -114,7 +158,7 @@ TEST(decoder_samples_equal_single_and_bf16_near_fp32) {
         bool same = true;
         for (int s = 0; s < S; s++) {
             gptc_decoder one;
-            CHECK_OK(gptc_decoder_init(&one, &m, 1, 8, p));
+            CHECK_OK(gptc_decoder_init(&one, &m, 1, 8, p, true));
             gptc_decoder_prefill(&m, &one, 0, prompt, 8);
             for (int t = 8; t < T; t++) {
                 const float *lg = gptc_decoder_step(&m, &one, &steps[s][t]);

@@ -295,7 +295,7 @@ TEST(lora_decoder_matches_adapted_forward) {
     make(&m, 4, ALL_SITES, 0.5f, NULL); /* unfused (the default of a bare model): the forward keeps its logits */
     gptc_model_forward(&m, in, NULL, B, T);
     gptc_decoder d;
-    CHECK_OK(gptc_decoder_init(&d, &m, 2, T, GPTC_PRECISION_FP32));
+    CHECK_OK(gptc_decoder_init(&d, &m, 2, T, GPTC_PRECISION_FP32, true));
     int p = T / 2;
     double worst = 0, big = 0;
     const float *lg = gptc_decoder_prefill(&m, &d, 0, in, p);

@@ -1,8 +1,9 @@
 /* test_matvec.c — the small-M product of decoding (kernels.h matvec) at every level against a double
- * sum: both forms ((K,N) weights, and the classifier's (N,K) rows), fp32 and bf16 weights, ragged
+ * sum: both forms ((K,N) weights, the classifier's (N,K) rows), each also packed in panels, fp32
+ * and bf16 weights, ragged
  * shapes (M 1..8, odd N and K, strides wider than the rows), nothing written outside out's rows; and
  * the properties the sampler relies on, bit for bit: a row of a batched call equals the same row
- * alone, and the result does not depend on the thread count. */
+ * alone, the result does not depend on the thread count, and the panel form gives the (K,N) form's. */
 #include "test.h"
 
 #include "core/core.h"
@@ -24,8 +25,8 @@ static const float k_sentinel = -7.25f;
 
 /* One call of k->matvec on random data of (M,N,K), strides padded by pad; checks every element against
  * the double sum (tolerance relative to sum |x w|) and the sentinels in the padding. */
-static bool check_shape(const gptc_kernels *k, int transW, int w16, int M, int N, int K, int pad, bool with_bias) {
-    int ldx = K + pad, ldo = N + pad, ldw = (transW ? K : N) + pad;
+static bool check_shape(const gptc_kernels *k, int transW, int wfmt, int M, int N, int K, int pad, bool with_bias) {
+    int ldx = K + pad, ldo = N + pad, ldw = (transW ? K : N) + pad, w16 = wfmt & GPTC_MV_BF16;
     size_t nw = (size_t)(transW ? N : K) * ldw;
     float *x = malloc(sizeof(float) * ((size_t)M * ldx + 1)), *wf = malloc(sizeof(float) * (nw + 1));
     uint16_t *wh = malloc(sizeof(uint16_t) * (nw + 1));
@@ -38,7 +39,14 @@ static bool check_shape(const gptc_kernels *k, int transW, int w16, int M, int N
     }
     for (int n = 0; n < N; n++) bias[n] = frand();
     for (size_t i = 0; i < (size_t)M * ldo; i++) out[i] = k_sentinel;
-    k->matvec(transW, w16, M, N, K, x, ldx, w16 ? (const void *)wh : wf, ldw, with_bias ? bias : NULL, out, ldo);
+    void *packed = NULL;
+    if (wfmt & GPTC_MV_PANELS) { /* from the floats: gptc_matvec_pack rounds them as wh holds them */
+        packed = malloc((w16 ? sizeof(uint16_t) : sizeof(float)) * (gptc_matvec_panel_elems(K, N) + 1));
+        gptc_matvec_pack(packed, w16, wf, ldw, transW, K, N);
+    }
+    k->matvec(transW, wfmt, M, N, K, x, ldx, packed ? packed : w16 ? (const void *)wh : wf, ldw,
+              with_bias ? bias : NULL, out, ldo);
+    free(packed);
     bool ok = true;
     for (int m = 0; m < M && ok; m++)
         for (int n = 0; n < ldo && ok; n++) {
@@ -55,8 +63,8 @@ static bool check_shape(const gptc_kernels *k, int transW, int w16, int M, int N
             }
             if (with_bias) s += bias[n], mag += fabs(bias[n]);
             if (!(fabs(got - s) <= 1e-6 * mag + 1e-30)) {
-                printf("    %s transW %d w16 %d M %d N %d K %d pad %d: out[%d][%d] = %.9g, expected %.9g\n", k->variant,
-                       transW, w16, M, N, K, pad, m, n, got, s);
+                printf("    %s transW %d wfmt %d M %d N %d K %d pad %d: out[%d][%d] = %.9g, expected %.9g\n", k->variant,
+                       transW, wfmt, M, N, K, pad, m, n, got, s);
                 ok = false;
             }
         }
@@ -75,11 +83,11 @@ TEST(matvec_ragged_shapes) {
         }
         int bad = 0;
         for (int transW = 0; transW < 2; transW++)
-            for (int w16 = 0; w16 < 2; w16++)
+            for (int wfmt = 0; wfmt < 4; wfmt++)
                 for (int M = 1; M <= 8; M++)
                     for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
                         for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
-                            if (!check_shape(k, transW, w16, M, Ns[ni], Ks[ki], (M + ni + ki) % 3 == 0 ? 0 : 3,
+                            if (!check_shape(k, transW, wfmt, M, Ns[ni], Ks[ki], (M + ni + ki) % 3 == 0 ? 0 : 3,
                                              (ni + ki) % 2 == 0))
                                 bad++;
         CHECK_MSG(bad == 0, "%s: %d shapes wrong", k_levels[l], bad);
@@ -88,15 +96,20 @@ TEST(matvec_ragged_shapes) {
         CHECK(check_shape(k, 0, 1, 5, 2304, 768, 1, true));
         CHECK(check_shape(k, 1, 0, 2, 3001, 768, 0, false));
         CHECK(check_shape(k, 1, 1, 4, 3001, 768, 0, false));
+        CHECK(check_shape(k, 0, GPTC_MV_PANELS, 1, 2304, 768, 0, true));
+        CHECK(check_shape(k, 0, GPTC_MV_PANELS | GPTC_MV_BF16, 6, 3072 + 7, 768, 0, true));
+        CHECK(check_shape(k, 1, GPTC_MV_PANELS | GPTC_MV_BF16, 4, 3001, 768, 0, false));
     }
 }
 
-/* rows of a batched call equal the same rows alone, and 1, 2, 3 threads give the same bits */
+/* rows of a batched call equal the same rows alone, 1, 2, 3 threads give the same bits, and so does the
+ * panel form of the same (K,N) matrix */
 TEST(matvec_rows_and_threads_bitwise) {
     int M = 7, N = 2304 + 5, K = 769;
     float *x = malloc(sizeof(float) * M * K), *wf = malloc(sizeof(float) * (size_t)N * K);
     uint16_t *wh = malloc(sizeof(uint16_t) * (size_t)N * K);
     float *bias = malloc(sizeof(float) * N), *all = malloc(sizeof(float) * M * N), *one = malloc(sizeof(float) * N);
+    float *one_panels = malloc(sizeof(float) * M * N), *packed = malloc(sizeof(float) * gptc_matvec_panel_elems(K, N));
     for (int i = 0; i < M * K; i++) x[i] = frand();
     for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = frand(), wh[i] = gptc_f32_to_bf16(wf[i]);
     for (int n = 0; n < N; n++) bias[n] = frand();
@@ -118,10 +131,16 @@ TEST(matvec_rows_and_threads_bitwise) {
                 }
                 CHECK_MSG(same, "%s transW %d w16 %d: a row of the batch differs from the row alone", k_levels[l],
                           transW, w16);
+                if (transW) continue;
+                gptc_matvec_pack(packed, w16, wf, N, 0, K, N); /* the same values as W: wh is wf rounded */
+                omp_set_num_threads(2 + w16);
+                k->matvec(0, GPTC_MV_PANELS | w16, M, N, K, x, K, packed, 0, bias, one_panels, N);
+                CHECK_MSG(!memcmp(one_panels, all, sizeof(float) * M * N),
+                          "%s w16 %d: the panel form differs from the (K,N) form", k_levels[l], w16);
             }
     }
     omp_set_num_threads(saved);
-    free(x), free(wf), free(wh), free(bias), free(all), free(one);
+    free(x), free(wf), free(wh), free(bias), free(all), free(one), free(packed), free(one_panels);
 }
 
 /* attention_decode (one query against a cache) at each level against the reference: ragged cache

@@ -15,7 +15,7 @@
 typedef struct sample_cli {
     gptc_sample_options o;
     const char *dtype; /* --dtype's name */
-    int json, pin;
+    int json, pin, no_pack;
 } sample_cli;
 
 #define F(field) offsetof(sample_cli, o.field)
@@ -31,6 +31,7 @@ static const gptc_option g_sample_opts[] = {
     {"top-p", OPT_FLOAT, F(top_p), "P", "sample among the most likely tokens whose probability adds up to P (1: off)", 1e-9, 1},
     {"seed", OPT_U64, F(seed), "N", "seed of the sampler (sample i: seed + i)", 0, 0},
     {"threads", OPT_INT, F(threads), "N", "OpenMP threads (0: all cores)", 0, 4096},
+    {"no-pack", OPT_FLAG, G(no_pack), "", "fp32: steps read the model's weights in place instead of a copy packed for streaming (4 bytes per parameter less memory, steps ~15 % slower)", 0, 0},
     {"pin", OPT_FLAG, G(pin), "", "bind each thread to one physical core", 0, 0},
     {"json", OPT_FLAG, G(json), "", "print the speed report as one JSON object (stderr) instead of the line", 0, 0},
 };
@@ -116,7 +117,7 @@ int gptc_cmd_sample(int argc, char **argv) {
     gptc_sample_options_default(&c.o);
     gptc_sample_options_default(&d.o);
     c.dtype = d.dtype = "fp32";
-    c.json = d.json = c.pin = d.pin = 0;
+    c.json = d.json = c.pin = d.pin = c.no_pack = d.no_pack = 0;
     bool help;
     int npos;
     if (gptc_options_parse(&gptc_cmd_sample_spec, &c, argc, argv, NULL, NULL, &npos, &help)) {
@@ -131,6 +132,7 @@ int gptc_cmd_sample(int argc, char **argv) {
         gptc_cli_error();
         return 2;
     }
+    c.o.pack = !c.no_pack;
     gptc_set_threads(c.o.threads);
     if (c.pin && gptc_pin_threads(NULL, 0) < 0) {
         gptc_cli_error();

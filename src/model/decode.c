@@ -8,6 +8,7 @@
 #include "model/gpt2.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 gptc_status gptc_kv_cache_init(gptc_kv_cache *c, const gptc_model *m) {
@@ -76,7 +77,36 @@ const float *gptc_model_decode_step(const gptc_model *m, gptc_kv_cache *c, int t
 
 /* ---- the batched decoder */
 
-gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples, int rows, gptc_precision dtype) {
+/* d->packed: every layer's four matrices in panel form (d->wfmt's element type), then the classifier's
+ * wte^T (C,V); d->wfmt gains GPTC_MV_PANELS. */
+static const void *step_mat(const gptc_model *m, const gptc_decoder *d, int l, int site);
+static gptc_status pack_weights(gptc_decoder *d, const gptc_model *m) {
+    int L = m->cfg.layers, C = m->cfg.channels, bf16 = d->wfmt & GPTC_MV_BF16;
+    size_t es = bf16 ? sizeof(uint16_t) : sizeof(float), V = m->cfg.vocab;
+    d->layer_elems = gptc_matvec_panel_elems(C, 3 * C) + gptc_matvec_panel_elems(C, C) +
+                     gptc_matvec_panel_elems(C, 4 * C) + gptc_matvec_panel_elems(4 * C, C);
+    size_t elems = (size_t)L * d->layer_elems + gptc_matvec_panel_elems(C, (int)V);
+    d->packed = gptc_alloc(elems * es, "packed weights (sampling)");
+    if (!d->packed)
+        return gptc_fail(GPTC_ERR_NOMEM, "out of memory: the %s copy of the weights that decoding streams (%.1f MB)%s",
+                         bf16 ? "bf16" : "packed", elems * (double)es / 1e6,
+                         bf16 ? "" : "; sample without it: gptc sample --no-pack");
+    d->wfmt |= GPTC_MV_PANELS;
+    for (int l = 0; l < L; l++) {
+        const gptc_layer *w = &m->w.layer[l];
+        const float *mats[4] = {w->qkvw, w->attprojw, w->fcw, w->fcprojw};
+        const int Ks[4] = {C, C, C, 4 * C}, Ns[4] = {3 * C, C, 4 * C, C};
+        for (int site = 0; site < 4; site++)
+            gptc_matvec_pack((void *)step_mat(m, d, l, site), bf16, mats[site], Ns[site], 0, Ks[site], Ns[site]);
+    }
+    void *cls = (char *)d->packed + (size_t)L * d->layer_elems * es;
+    gptc_matvec_pack(cls, bf16, m->w.wte, C, 1, C, (int)V);
+    d->cls = cls;
+    return GPTC_OK;
+}
+
+gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples, int rows, gptc_precision dtype,
+                              bool pack) {
     memset(d, 0, sizeof *d);
     GPTC_ASSERT(samples >= 1 && rows >= 1 && rows <= m->cfg.context);
     size_t L = m->cfg.layers, C = m->cfg.channels, maxT = m->cfg.context, NH = m->cfg.heads, S = samples;
@@ -104,39 +134,49 @@ gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples,
     d->px = a + opx, d->pxn = a + opxn, d->pqkv = a + opqkv, d->patty = a + opatty, d->ptmp = a + optmp;
     d->pfch = a + opfch, d->pq = a + opq, d->pk = a + opk, d->pv = a + opv, d->po = a + opo, d->plse = a + oplse;
     d->pmean = a + opmean, d->prstd = a + oprstd, d->lu = m->lora ? a + olu : NULL;
-    if (dtype == GPTC_PRECISION_BF16) {
-        if (m->params16) {
-            d->w16 = m->params16; /* O2 training's copy, current after every update */
-        } else {
-            d->w16_owned = gptc_alloc(m->num_floats * sizeof(uint16_t), "bf16 copy of the weights (sampling)");
-            if (!d->w16_owned) {
-                gptc_decoder_free(d);
-                return gptc_fail(GPTC_ERR_NOMEM, "out of memory: the bf16 copy of the weights (%.1f MB)", m->num_floats * 2.0 / 1e6);
-            }
-            m->be.k->to_bf16(d->w16_owned, m->params, m->num_floats);
-            d->w16 = d->w16_owned;
+    bool bf16 = dtype == GPTC_PRECISION_BF16;
+    d->wfmt = bf16 ? GPTC_MV_BF16 : 0;
+    d->cls = m->w.wte;
+    if (pack || (bf16 && !m->params16)) {
+        gptc_status st = pack_weights(d, m);
+        if (st) {
+            gptc_decoder_free(d);
+            return st;
         }
+    } else if (bf16) { /* O2 training's copy, current after every update: read in place */
+        d->w16 = m->params16;
+        d->cls = m->params16 + (m->w.wte - m->params);
     }
     return GPTC_OK;
 }
 
 void gptc_decoder_free(gptc_decoder *d) {
     if (d->mem) d->mem->free(d->arena);
-    gptc_free(d->w16_owned);
+    gptc_free(d->packed);
     memset(d, 0, sizeof *d);
 }
 
-/* The weight matrix at p (inside m->params) as the products read it: itself, or its place in the bf16 copy. */
-static const void *wmat(const gptc_model *m, const gptc_decoder *d, const float *p) {
-    return d->w16 ? (const void *)(d->w16 + (p - m->params)) : (const void *)p;
+/* Layer l's matrix number `site` (0 qkvw (C,3C), 1 attprojw (C,C), 2 fcw (C,4C), 3 fcprojw (4C,C)) as a
+ * step's matvec reads it: (K,N) rows (row stride N; the model's, or m->params16's), or its panels in
+ * d->packed. */
+static const void *step_mat(const gptc_model *m, const gptc_decoder *d, int l, int site) {
+    const gptc_layer *w = &m->w.layer[l];
+    const float *mats[4] = {w->qkvw, w->attprojw, w->fcw, w->fcprojw};
+    if (d->w16) return d->w16 + (mats[site] - m->params);
+    if (!(d->wfmt & GPTC_MV_PANELS)) return mats[site];
+    int C = m->cfg.channels, Ks[4] = {C, C, C, 4 * C}, Ns[4] = {3 * C, C, 4 * C, C};
+    size_t at = (size_t)l * d->layer_elems, es = d->wfmt & GPTC_MV_BF16 ? sizeof(uint16_t) : sizeof(float);
+    for (int i = 0; i < site; i++) at += gptc_matvec_panel_elems(Ks[i], Ns[i]);
+    return (const char *)d->packed + at * es;
 }
 
-/* out (n,N) = in (n,K) @ W (K,N) + bias with the prefill's GEMM: fp32, or bf16 operands on the bf16 copy */
+/* out (n,N) = in (n,K) @ W (K,N) + bias with the prefill's GEMM on the model's weights: fp32, or under bf16
+ * gemm_bf16 (both operands rounded as it packs them: the values a step's bf16 copy holds) */
 static void prefill_mm(const gptc_model *m, const gptc_decoder *d, int n, int N, int K, const float *in, const float *Wt,
                        const float *bias, float *out) {
     const gptc_kernels *k = m->be.k;
-    if (d->w16)
-        k->gemm_bf16_in16(0, 0, n, N, K, in, K, wmat(m, d, Wt), N, GPTC_GEMM_B16, 0.0f, bias, out, N);
+    if (d->dtype == GPTC_PRECISION_BF16)
+        k->gemm_bf16(0, 0, n, N, K, in, K, Wt, N, 0.0f, bias, out, N);
     else
         k->gemm(0, 0, n, N, K, in, K, Wt, N, 0.0f, bias, out, N);
 }
@@ -208,7 +248,7 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
     /* the last position's logits only */
     float *xn = d->xn + (size_t)s * C, *logits = d->logits + (size_t)s * m->Vp;
     k->layernorm_fwd(xn, d->mean, d->rstd, d->px + (size_t)(n - 1) * C, m->w.lnfw, m->w.lnfb, 1, C);
-    k->matvec(1, d->w16 != NULL, 1, V, C, xn, C, wmat(m, d, m->w.wte), C, NULL, logits, m->Vp);
+    k->matvec(1, d->wfmt, 1, V, C, xn, C, d->cls, C, NULL, logits, m->Vp);
     d->len = n;
     mem->synchronize();
     return logits;
@@ -231,13 +271,12 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
     const gptc_kernels *k = m->be.k;
     const gptc_backend_memory *mem = m->be.mem;
     int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, V = m->cfg.vocab, S = d->S, t = d->len;
-    int w16 = d->w16 != NULL;
     for (int s = 0; s < S; s++) GPTC_ASSERT(tokens[s] >= 0 && tokens[s] < V);
     k->encoder_fwd(d->x, tokens, m->w.wte, m->w.wpe + (size_t)t * C, S, 1, C); /* S rows at position t */
     for (int l = 0; l < L; l++) {
         const gptc_layer *w = &m->w.layer[l];
         k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln1w, w->ln1b, S, C);
-        k->matvec(0, w16, S, 3 * C, C, d->xn, C, wmat(m, d, w->qkvw), 3 * C, w->qkvb, d->qkv, 3 * C);
+        k->matvec(0, d->wfmt, S, 3 * C, C, d->xn, C, step_mat(m, d, l, 0), 3 * C, w->qkvb, d->qkv, 3 * C);
         lora_add(m, d, l, GPTC_LORA_QKV, S, C, 3 * C, d->xn, d->qkv);
         float *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C); /* sample s: + s*maxT*C */
         size_t lds = (size_t)d->maxT * C;
@@ -247,19 +286,19 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
             mem->copy(vc + s * lds + (size_t)t * C, qkv + 2 * C, sizeof(float) * C);
         }
         k->attention_decode_shared(d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1, S, C, NH);
-        k->matvec(0, w16, S, C, C, d->atty, C, wmat(m, d, w->attprojw), C, w->attprojb, d->tmp, C);
+        k->matvec(0, d->wfmt, S, C, C, d->atty, C, step_mat(m, d, l, 1), C, w->attprojb, d->tmp, C);
         lora_add(m, d, l, GPTC_LORA_ATTPROJ, S, C, C, d->atty, d->tmp);
         k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
         k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln2w, w->ln2b, S, C);
-        k->matvec(0, w16, S, 4 * C, C, d->xn, C, wmat(m, d, w->fcw), 4 * C, w->fcb, d->fch, 4 * C);
+        k->matvec(0, d->wfmt, S, 4 * C, C, d->xn, C, step_mat(m, d, l, 2), 4 * C, w->fcb, d->fch, 4 * C);
         lora_add(m, d, l, GPTC_LORA_FC, S, C, 4 * C, d->xn, d->fch);
         gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->fch, d->fch, (size_t)S * 4 * C);
-        k->matvec(0, w16, S, C, 4 * C, d->fch, 4 * C, wmat(m, d, w->fcprojw), C, w->fcprojb, d->tmp, C);
+        k->matvec(0, d->wfmt, S, C, 4 * C, d->fch, 4 * C, step_mat(m, d, l, 3), C, w->fcprojb, d->tmp, C);
         lora_add(m, d, l, GPTC_LORA_FCPROJ, S, 4 * C, C, d->fch, d->tmp);
         k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
     }
     k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, m->w.lnfw, m->w.lnfb, S, C);
-    k->matvec(1, w16, S, V, C, d->xn, C, wmat(m, d, m->w.wte), C, NULL, d->logits, m->Vp);
+    k->matvec(1, d->wfmt, S, V, C, d->xn, C, d->cls, C, NULL, d->logits, m->Vp);
     d->len++;
     mem->synchronize();
     return d->logits;

@@ -380,10 +380,15 @@ typedef struct gptc_decoder {
     int shared;             /* positions 0..shared-1 are the same in every sample (a forked prompt) and
                              * are read from sample 0's cache only; the others' rows below it are unused */
     int rows;               /* the most positions one prefill takes */
-    gptc_precision dtype;   /* fp32, or bf16: the products read w16 */
-    const uint16_t *w16;    /* bf16 copy of m->params (same layout): m->params16 when the model has one,
-                             * else w16_owned; NULL under fp32 */
-    uint16_t *w16_owned;    /* (m->num_floats), or NULL */
+    gptc_precision dtype;   /* fp32, or bf16: a step's matvecs read bf16 weights, a prefill rounds them */
+    int wfmt;               /* the layer matrices' matvec format (kernels.h GPTC_MV_*): panels in packed,
+                             * or (K,N) rows: the model's fp32 weights, or under bf16 m->params16 */
+    void *packed;           /* when wfmt has GPTC_MV_PANELS: per layer qkvw, attprojw, fcw, fcprojw, then the
+                             * classifier's wte^T, in panel form (gptc_matvec_pack), floats or bf16; else NULL */
+    size_t layer_elems;     /* elements of one layer's four packed matrices */
+    const uint16_t *w16;    /* m->params16 when a bf16 step reads its rows, else NULL */
+    const void *cls;        /* the classifier's weights: wte^T's panels in packed, or wte's (V,C) rows (m->w.wte,
+                             * or m->params16's) */
     float *k, *v;           /* (L, S, maxT, C) keys and values, sample s of layer l at (l*S + s)*maxT*C
                              * (below d->shared: sample 0's rows for every sample) */
     /* a step's S rows */
@@ -401,9 +406,11 @@ typedef struct gptc_decoder {
 } gptc_decoder;
 
 /* Allocates the caches of S samples and the buffers of prefills of up to `rows` positions (1..context)
- * on the model's backend; under bf16 takes m->params16 or converts m->params into an own bf16 copy
- * (the table's to_bf16). */
-gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples, int rows, gptc_precision dtype);
+ * on the model's backend, and the weights a step reads: pack, or bf16 without m->params16: a copy of the
+ * layer matrices and the classifier's wte^T in panel form (gptc_matvec_pack; bf16: rounded); else the
+ * model's own fp32 rows, or under bf16 m->params16's rows. */
+gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples, int rows, gptc_precision dtype,
+                              bool pack);
 void gptc_decoder_free(gptc_decoder *d);
 /* Prefill: tokens (n, 1 <= n <= d->rows) become positions 0..n-1 of sample s's cache (what it held is
  * replaced; a shared prompt is first copied back into every sample's own rows) in one forward over all n rows (LayerNorm of all rows, the products as GEMMs — gemm, or under

@@ -26,6 +26,7 @@ void gptc_sample_options_default(gptc_sample_options *o) {
     o->seed = 1337;
     o->samples = 1;
     o->dtype = GPTC_PRECISION_FP32;
+    o->pack = 1;
 }
 
 typedef struct { float p; int id; } cand;
@@ -105,7 +106,7 @@ gptc_status gptc_generate_many(const gptc_model *m, const gptc_tokenizer *tok, c
     }
     int held = held_after(nids, maxT), rows = held;
     if ((size_t)held + (size_t)o->tokens > (size_t)maxT + 1 && keep > rows) rows = keep; /* a rebuild's prefill */
-    if ((st = gptc_decoder_init(&d, m, S, rows, o->dtype))) goto done;
+    if ((st = gptc_decoder_init(&d, m, S, rows, o->dtype, o->pack))) goto done;
     size_t hcap = (size_t)held + (size_t)o->tokens; /* each sample's tokens from the prefill's first on */
     scratch = malloc(sizeof *scratch * m->cfg.vocab);
     hist = malloc(sizeof *hist * hcap * S);

@@ -46,6 +46,7 @@ static const char *sample_now(trainer *t) {
     gptc_sample_options_default(&so);
     so.tokens = t->o->sample_tokens;
     so.seed = t->o->seed ^ (uint64_t)t->state.step;
+    so.pack = 0; /* no copy of the weights beside the training's (the memory plan has no room for it) */
     sample_buf b = {t->sample, 0};
     t->sample[0] = '\0';
     if (gptc_generate(&t->model, t->tok, "", &so, append_text, &b) != GPTC_OK) return NULL;

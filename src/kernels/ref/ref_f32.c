@@ -159,18 +159,21 @@ static void ref_attention_decode_shared(float *out, int ldo, float *att, const f
 }
 
 /* out (M,N) = x (M,K) @ op(W) [+ bias] (kernels.h matvec): each element summed over k in order, from 0,
- * then the bias added; W read as floats or widened from bf16. */
-static void ref_matvec(int transW, int w16, int M, int N, int K, const float *x, int ldx, const void *W, int ldw,
+ * then the bias added; W read as floats or widened from bf16, from rows or from panels. */
+static void ref_matvec(int transW, int wfmt, int M, int N, int K, const float *x, int ldx, const void *W, int ldw,
                        const float *bias, float *out, int ldo) {
     const float *wf = W;
     const uint16_t *wh = W;
+    const int w16 = wfmt & GPTC_MV_BF16, panels = wfmt & GPTC_MV_PANELS, P = GPTC_MV_PANEL;
 #pragma omp parallel for schedule(static) if ((size_t)N * K >= ((size_t)1 << 16))
     for (int n = 0; n < N; n++)
         for (int m = 0; m < M; m++) {
             const float *xr = x + (size_t)m * ldx;
             float s = 0;
             for (int k = 0; k < K; k++) {
-                size_t i = transW ? (size_t)n * ldw + k : (size_t)k * ldw + n;
+                size_t i = panels   ? ((size_t)(n / P) * K + k) * P + n % P
+                           : transW ? (size_t)n * ldw + k
+                                    : (size_t)k * ldw + n;
                 s += xr[k] * (w16 ? gptc_bf16_to_f32(wh[i]) : wf[i]);
             }
             out[(size_t)m * ldo + n] = bias ? s + bias[n] : s;
