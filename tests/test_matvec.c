@@ -169,11 +169,11 @@ TEST(attention_decode_levels_match_reference) {
     }
 }
 
-/* attention_decode_shared (S samples against caches sharing P positions) at every level: each sample
- * within float rounding of attention_decode on that sample's whole cache (the shared rows then its own);
- * at the SIMD levels each sample equal, bit for bit, to the same sample alone (S 1, any P), and the
- * output's padding (ldo wider than C) untouched. Ragged: S 1..6 (over the 4 of a group), P 0..Tc, HS
- * not a multiple of the vector width. */
+/* attention_decode_shared (S samples against caches sharing P positions) at every level, with fp32 and
+ * bf16 caches: each sample within float rounding of attention_decode on that sample's whole cache (the
+ * shared rows then its own; bf16: widened); at the SIMD levels each sample equal, bit for bit, to the
+ * same sample alone (S 1, any P), and the output's padding (ldo wider than C) untouched. Ragged: S 1..6
+ * (over the 4 of a group), P 0..Tc, HS not a multiple of the vector width. */
 TEST(attention_decode_shared_matches_attention_decode) {
     static const int cases[][5] = {
         /* C, NH, S, P, Tc */
@@ -184,39 +184,53 @@ TEST(attention_decode_shared_matches_attention_decode) {
     for (int l = 0; l < NLEVELS; l++) {
         const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
         if (!k) continue;
-        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-            int C = cases[ci][0], NH = cases[ci][1], S = cases[ci][2], P = cases[ci][3], Tc = cases[ci][4];
+        for (size_t ci = 0; ci < 2 * sizeof cases / sizeof cases[0]; ci++) {
+            const int *c = cases[ci / 2], kv16 = ci % 2;
+            int C = c[0], NH = c[1], S = c[2], P = c[3], Tc = c[4];
             int ldq = 3 * C + 5, ldo = C + 3, maxT = Tc + 2;
-            size_t lds = (size_t)maxT * C;
+            size_t lds = (size_t)maxT * C, es = kv16 ? sizeof(uint16_t) : sizeof(float);
             float *q = malloc(sizeof(float) * (size_t)S * ldq), *kc = malloc(sizeof(float) * S * lds);
             float *vc = malloc(sizeof(float) * S * lds), *att = malloc(sizeof(float) * (size_t)S * NH * Tc);
+            uint16_t *kh = malloc(sizeof(uint16_t) * S * lds), *vh = malloc(sizeof(uint16_t) * S * lds);
             float *out = malloc(sizeof(float) * (size_t)S * ldo), *one = malloc(sizeof(float) * ldo);
             float *want = malloc(sizeof(float) * C), *ks = malloc(sizeof(float) * lds), *vs = malloc(sizeof(float) * lds);
+            void *kso = malloc(es * lds), *vso = malloc(es * lds); /* one sample's whole cache, as stored */
             for (size_t i = 0; i < (size_t)S * ldq; i++) q[i] = 3 * frand();
-            for (size_t i = 0; i < S * lds; i++) kc[i] = frand(), vc[i] = frand();
+            for (size_t i = 0; i < S * lds; i++) {
+                kc[i] = frand(), vc[i] = frand();
+                kh[i] = gptc_f32_to_bf16(kc[i]), vh[i] = gptc_f32_to_bf16(vc[i]);
+                if (kv16) kc[i] = gptc_bf16_to_f32(kh[i]), vc[i] = gptc_bf16_to_f32(vh[i]); /* the values seen */
+            }
+            const void *K = kv16 ? (const void *)kh : kc, *V = kv16 ? (const void *)vh : vc;
             for (size_t i = 0; i < (size_t)S * ldo; i++) out[i] = k_sentinel;
             /* the shared rows live in sample 0's cache, as the decoder keeps them */
-            k->attention_decode_shared(out, ldo, att, q, ldq, kc, vc, P, kc, vc, lds, Tc, S, C, NH);
+            k->attention_decode_shared(out, ldo, att, q, ldq, K, V, P, K, V, lds, Tc, S, C, NH, kv16);
             bool pad_ok = true, same = true;
             double worst = 0;
             for (int s = 0; s < S; s++) {
                 for (int i = C; i < ldo; i++) pad_ok &= out[(size_t)s * ldo + i] == k_sentinel;
-                /* sample s's whole cache: the shared rows, then its own */
-                memcpy(ks, kc, sizeof(float) * (size_t)P * C), memcpy(vs, vc, sizeof(float) * (size_t)P * C);
-                memcpy(ks + (size_t)P * C, kc + s * lds + (size_t)P * C, sizeof(float) * (size_t)(Tc - P) * C);
-                memcpy(vs + (size_t)P * C, vc + s * lds + (size_t)P * C, sizeof(float) * (size_t)(Tc - P) * C);
+                /* sample s's whole cache: the shared rows, then its own (floats for the reference, and as stored) */
+                size_t sh = (size_t)P * C, own = (size_t)(Tc - P) * C, from = s * lds + sh;
+                memcpy(ks, kc, sizeof(float) * sh), memcpy(vs, vc, sizeof(float) * sh);
+                memcpy(ks + sh, kc + from, sizeof(float) * own), memcpy(vs + sh, vc + from, sizeof(float) * own);
+                memcpy(kso, K, es * sh), memcpy(vso, V, es * sh);
+                memcpy((char *)kso + es * sh, (const char *)K + es * from, es * own);
+                memcpy((char *)vso + es * sh, (const char *)V + es * from, es * own);
                 r->attention_decode(want, att, q + (size_t)s * ldq, ks, vs, Tc, C, NH);
                 double e = test_rel_err_f(out + (size_t)s * ldo, want, (size_t)C);
                 worst = e > worst ? e : worst;
                 /* alone, its cache unshared (P = 0): the same bits */
-                k->attention_decode_shared(one, ldo, att, q + (size_t)s * ldq, ldq, ks, vs, 0, ks, vs, lds, Tc, 1, C, NH);
+                k->attention_decode_shared(one, ldo, att, q + (size_t)s * ldq, ldq, kso, vso, 0, kso, vso, lds, Tc, 1, C,
+                                           NH, kv16);
                 if (l > 0 && memcmp(one, out + (size_t)s * ldo, sizeof(float) * C)) same = false;
             }
-            CHECK_MSG(worst < 1e-5, "%s: C %d NH %d S %d P %d Tc %d: rel err %g", k_levels[l], C, NH, S, P, Tc, worst);
+            CHECK_MSG(worst < 1e-5, "%s kv16 %d: C %d NH %d S %d P %d Tc %d: rel err %g", k_levels[l], kv16, C, NH, S, P,
+                      Tc, worst);
             CHECK_MSG(pad_ok, "%s: C %d S %d: written outside the output rows", k_levels[l], C, S);
-            CHECK_MSG(same, "%s: C %d NH %d S %d P %d Tc %d: a sample of the batch differs from it alone", k_levels[l],
-                      C, NH, S, P, Tc);
-            free(q), free(kc), free(vc), free(att), free(out), free(one), free(want), free(ks), free(vs);
+            CHECK_MSG(same, "%s kv16 %d: C %d NH %d S %d P %d Tc %d: a sample of the batch differs from it alone",
+                      k_levels[l], kv16, C, NH, S, P, Tc);
+            free(q), free(kc), free(vc), free(kh), free(vh), free(att), free(out), free(one), free(want), free(ks);
+            free(vs), free(kso), free(vso);
         }
     }
 }

@@ -200,12 +200,14 @@ typedef struct gptc_kernels {
      * together): q (S rows, stride ldq; the first C of each: a qkv row), keys and values of positions
      * t < P at kp + t*C, vp + t*C (stored once, read once for all S), of positions P <= t < Tc of sample s
      * at k + s*lds + t*C, v + s*lds + t*C; out (S rows, stride ldo, C each); att (S,NH,Tc) scratch.
-     * 0 <= P <= Tc. Sample s's row is computed the same way whatever S and P (its positions in order,
-     * wherever they are stored), so a sample of a batch equals, bit for bit, the same sample alone; and
-     * it is attention_decode's result for that sample's cache, within float rounding. */
-    void (*attention_decode_shared)(float *out, int ldo, float *att, const float *q, int ldq, const float *kp,
-                                    const float *vp, int P, const float *k, const float *v, size_t lds, int Tc, int S,
-                                    int C, int NH);
+     * 0 <= P <= Tc. kv16 1: the keys and values are bf16 values (uint16_t; offsets and lds in elements),
+     * widened exactly (a bf16 decoder's cache: half the bytes); 0: floats. Sample s's row is computed the
+     * same way whatever S and P (its positions in order, wherever they are stored), so a sample of a batch
+     * equals, bit for bit, the same sample alone; and it is attention_decode's result for that sample's
+     * cache (widened), within float rounding. */
+    void (*attention_decode_shared)(float *out, int ldo, float *att, const float *q, int ldq, const void *kp,
+                                    const void *vp, int P, const void *k, const void *v, size_t lds, int Tc, int S,
+                                    int C, int NH, int kv16);
     /* x (n) *= s, elementwise (each element one multiply: the same bits at every level): LoRA's alpha/r on
      * its (B*T, r) products */
     void (*scale)(float *x, float s, size_t n);

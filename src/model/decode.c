@@ -3,8 +3,9 @@
  *     position t costs one pass over the weights and attention over the t cached keys;
  *   gptc_decoder: what `gptc sample` runs — a prompt prefilled in one batched forward (GEMMs, flash
  *     attention), then S samples stepped together, each step one matvec per weight matrix for the S
- *     rows (the weights streamed once, unpacked; fp32 or a bf16 copy) and one attention_decode_shared
- *     per layer (the prompt's keys and values, shared by the samples, read once for all). */
+ *     rows (the weights streamed once: a copy packed in panels, fp32 or bf16, or the model's rows) and
+ *     one attention_decode_shared per layer (the prompt's keys and values, shared by the samples, read
+ *     once for all; a bf16 decoder keeps them in bf16). */
 #include "model/gpt2.h"
 
 #include <math.h>
@@ -112,7 +113,9 @@ gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples,
     size_t L = m->cfg.layers, C = m->cfg.channels, maxT = m->cfg.context, NH = m->cfg.heads, S = samples;
     size_t R = rows, Vp = m->Vp;
     gptc_plan p = {0};
-    size_t ok = gptc_plan_take(&p, L * S * maxT * C), ov = gptc_plan_take(&p, L * S * maxT * C);
+    bool kv16 = dtype == GPTC_PRECISION_BF16; /* the cache in bf16: a float's slot holds two */
+    size_t cache = kv16 ? (L * S * maxT * C + 1) / 2 : L * S * maxT * C;
+    size_t ok = gptc_plan_take(&p, cache), ov = gptc_plan_take(&p, cache);
     size_t ox = gptc_plan_take(&p, S * C), oxn = gptc_plan_take(&p, S * C), oqkv = gptc_plan_take(&p, S * 3 * C);
     size_t oatty = gptc_plan_take(&p, S * C), otmp = gptc_plan_take(&p, S * C), ofch = gptc_plan_take(&p, S * 4 * C);
     size_t omean = gptc_plan_take(&p, S), orstd = gptc_plan_take(&p, S), oatt = gptc_plan_take(&p, S * NH * maxT);
@@ -127,14 +130,14 @@ gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples,
     d->arena = d->mem->alloc(p.used * sizeof(float), "decoder (KV caches, buffers)");
     if (!d->arena) return gptc_fail(GPTC_ERR_NOMEM, "out of memory: the KV caches of %d samples and their buffers (%.1f MB)", samples, p.used * 4.0 / 1e6);
     float *a = d->arena;
-    d->S = samples, d->maxT = (int)maxT, d->rows = rows, d->dtype = dtype;
+    d->S = samples, d->maxT = (int)maxT, d->rows = rows, d->dtype = dtype, d->kv16 = kv16;
     d->k = a + ok, d->v = a + ov;
     d->x = a + ox, d->xn = a + oxn, d->qkv = a + oqkv, d->atty = a + oatty, d->tmp = a + otmp, d->fch = a + ofch;
     d->mean = a + omean, d->rstd = a + orstd, d->att = a + oatt, d->logits = a + ologits;
     d->px = a + opx, d->pxn = a + opxn, d->pqkv = a + opqkv, d->patty = a + opatty, d->ptmp = a + optmp;
     d->pfch = a + opfch, d->pq = a + opq, d->pk = a + opk, d->pv = a + opv, d->po = a + opo, d->plse = a + oplse;
     d->pmean = a + opmean, d->prstd = a + oprstd, d->lu = m->lora ? a + olu : NULL;
-    bool bf16 = dtype == GPTC_PRECISION_BF16;
+    bool bf16 = kv16;
     d->wfmt = bf16 ? GPTC_MV_BF16 : 0;
     d->cls = m->w.wte;
     if (pack || (bf16 && !m->params16)) {
@@ -194,15 +197,26 @@ static void lora_add(const gptc_model *m, const gptc_decoder *d, int l, int site
     k->gemm(0, 1, n, OC, r, d->lu, r, lr->B[l * GPTC_LORA_SITES + site], r, 1.0f, NULL, out, OC);
 }
 
-/* the cache rows of layer l, sample s: (maxT, C) */
-static float *cache_at(const gptc_decoder *d, float *base, int l, int s, int C) {
-    return base + ((size_t)l * d->S + s) * d->maxT * C;
+/* the bytes of one cache element */
+static size_t cache_es(const gptc_decoder *d) { return d->kv16 ? sizeof(uint16_t) : sizeof(float); }
+
+/* the cache rows of layer l, sample s: (maxT, C) elements */
+static void *cache_at(const gptc_decoder *d, void *base, int l, int s, int C) {
+    return (char *)base + ((size_t)l * d->S + s) * d->maxT * C * cache_es(d);
+}
+
+/* C values from src into the cache at dst + i elements: copied, or rounded to bf16 */
+static void cache_put(const gptc_model *m, const gptc_decoder *d, void *dst, size_t i, const float *src, int C) {
+    if (d->kv16)
+        m->be.k->to_bf16((uint16_t *)dst + i, src, (size_t)C);
+    else
+        m->be.mem->copy((float *)dst + i, src, sizeof(float) * C);
 }
 
 /* Copies the shared positions (sample 0's first d->shared rows) into every other sample's own rows. */
 static void unshare(const gptc_model *m, gptc_decoder *d) {
     int L = m->cfg.layers, C = m->cfg.channels;
-    size_t bytes = sizeof(float) * (size_t)d->shared * C;
+    size_t bytes = cache_es(d) * (size_t)d->shared * C;
     for (int l = 0; l < L; l++)
         for (int s = 1; s < d->S; s++) {
             m->be.mem->copy(cache_at(d, d->k, l, s, C), cache_at(d, d->k, l, 0, C), bytes);
@@ -221,12 +235,12 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
     k->layernorm_fwd(d->pxn, d->pmean, d->prstd, d->px, m->w.layer[0].ln1w, m->w.layer[0].ln1b, n, C);
     for (int l = 0; l < L; l++) { /* pxn: LayerNorm 1 of px, from the encoder or the previous layer's fused residual */
         const gptc_layer *w = &m->w.layer[l];
-        float *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C);
+        void *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C);
         prefill_mm(m, d, n, 3 * C, C, d->pxn, w->qkvw, w->qkvb, d->pqkv);
         lora_add(m, d, l, GPTC_LORA_QKV, n, C, 3 * C, d->pxn, d->pqkv);
         for (int t = 0; t < n; t++) { /* every position's key and value into the cache */
-            mem->copy(kc + (size_t)t * C, d->pqkv + (size_t)t * 3 * C + C, sizeof(float) * C);
-            mem->copy(vc + (size_t)t * C, d->pqkv + (size_t)t * 3 * C + 2 * C, sizeof(float) * C);
+            cache_put(m, d, kc, (size_t)t * C, d->pqkv + (size_t)t * 3 * C + C, C);
+            cache_put(m, d, vc, (size_t)t * C, d->pqkv + (size_t)t * 3 * C + 2 * C, C);
         }
         k->qkv_to_heads(d->pq, d->pk, d->pv, d->pqkv, 1, n, C, NH);
         k->flash_fwd(d->po, d->plse, d->pq, d->pk, d->pv, 1, NH, n, HS, 0.0f, 0);
@@ -258,8 +272,8 @@ void gptc_decoder_fork(const gptc_model *m, gptc_decoder *d, int src) {
     int L = m->cfg.layers, C = m->cfg.channels;
     if (src != 0)
         for (int l = 0; l < L; l++) {
-            m->be.mem->copy(cache_at(d, d->k, l, 0, C), cache_at(d, d->k, l, src, C), sizeof(float) * d->len * C);
-            m->be.mem->copy(cache_at(d, d->v, l, 0, C), cache_at(d, d->v, l, src, C), sizeof(float) * d->len * C);
+            m->be.mem->copy(cache_at(d, d->k, l, 0, C), cache_at(d, d->k, l, src, C), cache_es(d) * d->len * C);
+            m->be.mem->copy(cache_at(d, d->v, l, 0, C), cache_at(d, d->v, l, src, C), cache_es(d) * d->len * C);
         }
     d->shared = d->len; /* read from sample 0's rows by every sample */
     for (int s = 0; s < d->S; s++)
@@ -278,14 +292,15 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
         k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln1w, w->ln1b, S, C);
         k->matvec(0, d->wfmt, S, 3 * C, C, d->xn, C, step_mat(m, d, l, 0), 3 * C, w->qkvb, d->qkv, 3 * C);
         lora_add(m, d, l, GPTC_LORA_QKV, S, C, 3 * C, d->xn, d->qkv);
-        float *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C); /* sample s: + s*maxT*C */
+        void *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C); /* sample s: + s*maxT*C */
         size_t lds = (size_t)d->maxT * C;
         for (int s = 0; s < S; s++) { /* position t's key and value into each sample's own rows */
             const float *qkv = d->qkv + (size_t)s * 3 * C;
-            mem->copy(kc + s * lds + (size_t)t * C, qkv + C, sizeof(float) * C);
-            mem->copy(vc + s * lds + (size_t)t * C, qkv + 2 * C, sizeof(float) * C);
+            cache_put(m, d, kc, s * lds + (size_t)t * C, qkv + C, C);
+            cache_put(m, d, vc, s * lds + (size_t)t * C, qkv + 2 * C, C);
         }
-        k->attention_decode_shared(d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1, S, C, NH);
+        k->attention_decode_shared(d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1, S, C, NH,
+                                   d->kv16);
         k->matvec(0, d->wfmt, S, C, C, d->atty, C, step_mat(m, d, l, 1), C, w->attprojb, d->tmp, C);
         lora_add(m, d, l, GPTC_LORA_ATTPROJ, S, C, C, d->atty, d->tmp);
         k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);

@@ -372,8 +372,8 @@ const float *gptc_model_decode_step(const gptc_model *m, gptc_kv_cache *c, int t
 /* ---- generation at memory speed: a prompt prefilled in one batched forward, then S samples decoded
  * together. All S sequences hold the same number of positions (they share the prompt and each step
  * appends one token to every one). A step is one matvec per weight matrix for the S rows (the weights
- * streamed once, in fp32 or, with bf16, from a bf16 copy: half the bytes); activations and the KV
- * cache stay fp32. */
+ * streamed once, in fp32 or, with bf16, from a bf16 copy: half the bytes); activations stay fp32, the
+ * KV cache is fp32, or bf16 under bf16 (keys and values rounded as they are stored). */
 typedef struct gptc_decoder {
     int S;                  /* samples (sequences) */
     int maxT, len;          /* positions held by every sample's cache */
@@ -389,8 +389,10 @@ typedef struct gptc_decoder {
     const uint16_t *w16;    /* m->params16 when a bf16 step reads its rows, else NULL */
     const void *cls;        /* the classifier's weights: wte^T's panels in packed, or wte's (V,C) rows (m->w.wte,
                              * or m->params16's) */
-    float *k, *v;           /* (L, S, maxT, C) keys and values, sample s of layer l at (l*S + s)*maxT*C
-                             * (below d->shared: sample 0's rows for every sample) */
+    bool kv16;              /* the cache holds bf16 values (under bf16: half the bytes a step's attention
+                             * reads), else floats */
+    void *k, *v;            /* (L, S, maxT, C) keys and values, sample s of layer l at (l*S + s)*maxT*C
+                             * elements (below d->shared: sample 0's rows for every sample) */
     /* a step's S rows */
     float *x, *xn, *qkv, *atty, *tmp, *fch; /* (S,C), (S,C), (S,3C), (S,C), (S,C), (S,4C) */
     float *mean, *rstd;     /* (max(S,1)) LayerNorm statistics (unused) */

@@ -124,12 +124,17 @@ static void ref_to_bf16(uint16_t *out, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = gptc_f32_to_bf16(x[i]);
 }
 
+/* element i of a cache of floats, or of bf16 values (kv16) widened */
+static inline float kv_at(const void *base, int kv16, size_t i) {
+    return kv16 ? gptc_bf16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
 /* S queries against caches sharing their first P positions (kernels.h attention_decode_shared): per
  * sample and head, the scores of positions 0..Tc-1 (the shared rows below P, the sample's own from P),
  * their softmax and the probabilities' sum of values, in position order, as attention_decode does. */
-static void ref_attention_decode_shared(float *out, int ldo, float *att, const float *q, int ldq, const float *kp,
-                                        const float *vp, int P, const float *k, const float *v, size_t lds, int Tc,
-                                        int S, int C, int NH) {
+static void ref_attention_decode_shared(float *out, int ldo, float *att, const float *q, int ldq, const void *kp,
+                                        const void *vp, int P, const void *k, const void *v, size_t lds, int Tc,
+                                        int S, int C, int NH, int kv16) {
     int HS = C / NH;
     float scale = 1 / sqrtf((float)HS);
 #pragma omp parallel for schedule(static) collapse(2)
@@ -138,9 +143,10 @@ static void ref_attention_decode_shared(float *out, int ldo, float *att, const f
             float *a = att + ((size_t)s * NH + h) * Tc, maxv = -INFINITY, sum = 0;
             const float *qh = q + (size_t)s * ldq + (size_t)h * HS;
             for (int t = 0; t < Tc; t++) {
-                const float *kr = (t < P ? kp : k + (size_t)s * lds) + (size_t)t * C + (size_t)h * HS;
+                const void *kb = t < P ? kp : k;
+                size_t at = (t < P ? 0 : (size_t)s * lds) + (size_t)t * C + (size_t)h * HS;
                 float d = 0;
-                for (int i = 0; i < HS; i++) d += qh[i] * kr[i];
+                for (int i = 0; i < HS; i++) d += qh[i] * kv_at(kb, kv16, at + i);
                 a[t] = d * scale;
                 if (a[t] > maxv) maxv = a[t];
             }
@@ -151,9 +157,10 @@ static void ref_attention_decode_shared(float *out, int ldo, float *att, const f
             float *o = out + (size_t)s * ldo + (size_t)h * HS;
             for (int i = 0; i < HS; i++) o[i] = 0;
             for (int t = 0; t < Tc; t++) {
-                const float *vr = (t < P ? vp : v + (size_t)s * lds) + (size_t)t * C + (size_t)h * HS;
+                const void *vb = t < P ? vp : v;
+                size_t at = (t < P ? 0 : (size_t)s * lds) + (size_t)t * C + (size_t)h * HS;
                 float w = a[t] / sum;
-                for (int i = 0; i < HS; i++) o[i] += w * vr[i];
+                for (int i = 0; i < HS; i++) o[i] += w * kv_at(vb, kv16, at + i);
             }
         }
 }

@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- 8-lane vector helpers ---- */
 typedef __m256 vf;
@@ -52,6 +53,16 @@ static inline float vhmax(vf a) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+/* 8 bf16 at p widened to floats (exact: the bf16 pattern is the float's top half) */
+static inline vf vld16(const void *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+/* the first n <= 8 of them, the other lanes 0 (AVX2 has no 16-bit masked load: through a copy) */
+static inline vf vldm16(const void *p, size_t n) {
+    uint16_t t[8] = {0};
+    for (size_t i = 0; i < n; i++) t[i] = ((const uint16_t *)p)[i];
+    return vld16(t);
 }
 
 /* ---- streaming stores and sums of squares (kernels/memops_simd.inc) ---- */

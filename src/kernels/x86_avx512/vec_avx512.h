@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- 16-lane vector helpers ---- */
 typedef __m512 vf;
@@ -43,6 +44,15 @@ static inline vf vzmask(vm m, vf a) { return _mm512_maskz_mov_ps(m, a); }       
 static inline vf vsel_neg(vf x, vf a, vf b) { return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), a, b); }
 static inline float vhsum(vf a) { return _mm512_reduce_add_ps(a); }
 static inline float vhmax(vf a) { return _mm512_reduce_max_ps(a); }
+/* 16 bf16 at p widened to floats (exact: the bf16 pattern is the float's top half) */
+static inline vf vld16(const void *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+/* the first n <= 16 of them, the other lanes 0 */
+static inline vf vldm16(const void *p, size_t n) {
+    __m256i h = _mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 
 /* ---- streaming stores and sums of squares (kernels/memops_simd.inc) ---- */
 #define VALIGN 64 /* bytes: vstream's alignment */
