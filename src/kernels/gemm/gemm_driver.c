@@ -145,7 +145,7 @@ static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const voi
     s.pack(trans, X, ldx, i0, k0, m, kc, r, out);
     if (g->round_bf16) {
         const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
-        gptc_gemm_round_bf16((float *)out, round_up((size_t)m, (size_t)r) * kbytes / sizeof(float));
+        (g->round ? g->round : gptc_gemm_round_bf16)((float *)out, round_up((size_t)m, (size_t)r) * kbytes / sizeof(float));
     }
 }
 

@@ -54,6 +54,7 @@ typedef struct gptc_gemm_isa {
                              * rows of 32 k values); kcp = kc rounded up to it for both operands */
     int round_bf16;         /* 1: every packed value is rounded to bf16 (RNE) after packing, so an fp32
                              * kernel computes gemm_bf16 exactly (products of bf16 values are exact) */
+    void (*round)(float *p, size_t n); /* that rounding: gptc_gemm_round_bf16's bits (NULL: it) */
     gptc_gemm_ukernel kernel;
     gptc_gemm_pack pack;    /* may be NULL (fp32 layout only) */
     /* NULL: B is packed by pack too. Else B's packer, whose micro-panels keep the size above (nr x kcp

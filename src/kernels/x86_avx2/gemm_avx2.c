@@ -58,13 +58,29 @@ static void kernel_avx2(int kc, const void *a_, const void *b_, float *restrict 
     }
 }
 
+/* p[0..n) rounded to bf16 in place, 8 at a time: gptc_gemm_round_bf16's bits (ties to even, NaNs kept
+ * quiet), for the rounded panels of gemm_bf16 */
+static void round_bf16_avx2(float *p, size_t n) {
+    const __m256i lsb = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff), top = _mm256_set1_epi32((int)0xffff0000u);
+    const __m256i quiet = _mm256_set1_epi32(0x00400000), mag = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(p + i));
+        __m256i rne = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(x, half), _mm256_and_si256(_mm256_srli_epi32(x, 16), lsb)), top);
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, mag), inf);
+        __m256i q = _mm256_and_si256(_mm256_or_si256(x, quiet), top);
+        _mm256_storeu_si256((__m256i *)(p + i), _mm256_blendv_epi8(rne, q, nan));
+    }
+    gptc_gemm_round_bf16(p + i, n - i);
+}
+
 static const gptc_gemm_isa k_isa = {
     .mr = MR, .nr = NR, .mc = 168, .kc = 256, .nc = 4080, .esize = 4, .kstep = 1, .kernel = kernel_avx2,
 };
 /* gemm_bf16: the same blocking (so the same workspace), the packed panels rounded to bf16. */
 static const gptc_gemm_isa k_isa_bf16 = {
     .mr = MR, .nr = NR, .mc = 168, .kc = 256, .nc = 4080, .esize = 4, .kstep = 1, .round_bf16 = 1,
-    .kernel = kernel_avx2,
+    .round = round_bf16_avx2, .kernel = kernel_avx2,
 };
 
 static void gemm_avx2(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
