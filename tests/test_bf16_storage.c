@@ -176,13 +176,14 @@ typedef void (*gemm16_fn)(int, int, int, int, int, const void *, int, const void
                           float *, int);
 
 /* gemm_bf16_in16 of one variant against its gemm_bf16 on the widened operands: bit for bit, over
- * transposes, in16 patterns, ragged shapes, padded strides, beta 0 / 1, with and without a bias. */
+ * transposes, in16 patterns, ragged shapes, padded strides, beta 0 / 1, with and without a bias; and B
+ * (untransposed) in matvec's panel form, fp32 or bf16 (GPTC_GEMM_B_PANELS). */
 static void check_in16(const char *name, gemm_fn g, gemm16_fn g16) {
     static const int shapes[][3] = {{1, 1, 1}, {13, 33, 7}, {29, 65, 130}, {64, 96, 769}, {37, 200, 64}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)
-                for (int in16 = 1; in16 <= 3; in16++) {
+                for (int in16 = 1; in16 <= 3 + 4 * !tb; in16++) { /* 4..7: the panel form of B */
                     int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
                     int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
                     size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
@@ -192,6 +193,12 @@ static void check_in16(const char *name, gemm_fn g, gemm16_fn g16) {
                     float *c1 = malloc(sizeof(float) * nc), *c2 = malloc(sizeof(float) * nc);
                     const void *a = in16 & GPTC_GEMM_A16 ? (const void *)A16 : A;
                     const void *b = in16 & GPTC_GEMM_B16 ? (const void *)B16 : B;
+                    void *panels = NULL;
+                    if (in16 & GPTC_GEMM_B_PANELS) { /* from B: gptc_matvec_pack rounds as B16 holds it */
+                        panels = malloc(sizeof(float) * gptc_matvec_panel_elems(K, N));
+                        gptc_matvec_pack(panels, in16 & GPTC_GEMM_B16, B, ldb, 0, K, N);
+                        b = panels;
+                    }
                     for (int beta = 0; beta < 2; beta++) {
                         memcpy(c1, C0, sizeof(float) * nc);
                         memcpy(c2, C0, sizeof(float) * nc);
@@ -204,6 +211,7 @@ static void check_in16(const char *name, gemm_fn g, gemm16_fn g16) {
                                   name, in16, ta, tb, M, N, K, beta);
                     }
                     free(A), free(B), free(bias), free(C0), free(A16), free(B16), free(Aw), free(Bw), free(c1), free(c2);
+                    free(panels);
                 }
 }
 

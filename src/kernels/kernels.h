@@ -218,8 +218,11 @@ typedef struct gptc_kernels {
     size_t (*flash_scratch_bf16)(int T, int HS);
 } gptc_kernels;
 
-/* gemm_bf16_in16's in16 bits */
-enum { GPTC_GEMM_A16 = 1, GPTC_GEMM_B16 = 2 };
+/* gemm_bf16_in16's in16 bits. GPTC_GEMM_B_PANELS (with transB 0; ldb unused): B is the (K,N) matrix in
+ * matvec's panel form (GPTC_MV_PANEL below, gptc_matvec_pack; bf16 values with GPTC_GEMM_B16, else
+ * floats), which the packers read panel by panel: the same bits as B in rows (a decoder's prefill reads
+ * the copy its steps stream). */
+enum { GPTC_GEMM_A16 = 1, GPTC_GEMM_B16 = 2, GPTC_GEMM_B_PANELS = 4 };
 
 /* matvec's wfmt bits, and its panel form: W (K,N) cut into ceil(N/GPTC_MV_PANEL) panels of GPTC_MV_PANEL
  * columns, stored one after the other; panel p holds rows k = 0..K-1 of its columns, row after row:

@@ -173,14 +173,17 @@ static const void *step_mat(const gptc_model *m, const gptc_decoder *d, int l, i
     return (const char *)d->packed + at * es;
 }
 
-/* out (n,N) = in (n,K) @ W (K,N) + bias with the prefill's GEMM on the model's weights: fp32, or under bf16
- * gemm_bf16 (both operands rounded as it packs them: the values a step's bf16 copy holds) */
-static void prefill_mm(const gptc_model *m, const gptc_decoder *d, int n, int N, int K, const float *in, const float *Wt,
-                       const float *bias, float *out) {
+/* out (n,N) = in (n,K) @ W (K,N) + bias, W layer l's matrix number `site` (step_mat's), with the prefill's
+ * GEMM: fp32 on the model's weights (Wt), or under bf16 gemm_bf16_in16 on the bf16 weights a step reads
+ * (their panels, or m->params16's rows) */
+static void prefill_mm(const gptc_model *m, const gptc_decoder *d, int l, int site, int n, int N, int K, const float *in,
+                       const float *Wt, const float *bias, float *out) {
     const gptc_kernels *k = m->be.k;
-    if (d->dtype == GPTC_PRECISION_BF16)
-        k->gemm_bf16(0, 0, n, N, K, in, K, Wt, N, 0.0f, bias, out, N);
-    else
+    if (d->dtype == GPTC_PRECISION_BF16) {
+        int panels = d->wfmt & GPTC_MV_PANELS;
+        k->gemm_bf16_in16(0, 0, n, N, K, in, K, step_mat(m, d, l, site), panels ? 0 : N,
+                          GPTC_GEMM_B16 | (panels ? GPTC_GEMM_B_PANELS : 0), 0.0f, bias, out, N);
+    } else
         k->gemm(0, 0, n, N, K, in, K, Wt, N, 0.0f, bias, out, N);
 }
 
@@ -236,7 +239,7 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
     for (int l = 0; l < L; l++) { /* pxn: LayerNorm 1 of px, from the encoder or the previous layer's fused residual */
         const gptc_layer *w = &m->w.layer[l];
         void *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C);
-        prefill_mm(m, d, n, 3 * C, C, d->pxn, w->qkvw, w->qkvb, d->pqkv);
+        prefill_mm(m, d, l, 0, n, 3 * C, C, d->pxn, w->qkvw, w->qkvb, d->pqkv);
         lora_add(m, d, l, GPTC_LORA_QKV, n, C, 3 * C, d->pxn, d->pqkv);
         for (int t = 0; t < n; t++) { /* every position's key and value into the cache */
             cache_put(m, d, kc, (size_t)t * C, d->pqkv + (size_t)t * 3 * C + C, C);
@@ -245,13 +248,13 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
         k->qkv_to_heads(d->pq, d->pk, d->pv, d->pqkv, 1, n, C, NH);
         k->flash_fwd(d->po, d->plse, d->pq, d->pk, d->pv, 1, NH, n, HS, 0.0f, 0);
         k->heads_to_rows(d->patty, d->po, 1, n, C, NH);
-        prefill_mm(m, d, n, C, C, d->patty, w->attprojw, w->attprojb, d->ptmp);
+        prefill_mm(m, d, l, 1, n, C, C, d->patty, w->attprojw, w->attprojb, d->ptmp);
         lora_add(m, d, l, GPTC_LORA_ATTPROJ, n, C, C, d->patty, d->ptmp);
         k->residual_layernorm_fwd(d->px, d->pxn, d->pmean, d->prstd, d->px, d->ptmp, w->ln2w, w->ln2b, n, C);
-        prefill_mm(m, d, n, 4 * C, C, d->pxn, w->fcw, w->fcb, d->pfch);
+        prefill_mm(m, d, l, 2, n, 4 * C, C, d->pxn, w->fcw, w->fcb, d->pfch);
         lora_add(m, d, l, GPTC_LORA_FC, n, C, 4 * C, d->pxn, d->pfch);
         gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->pfch, d->pfch, (size_t)n * 4 * C);
-        prefill_mm(m, d, n, C, 4 * C, d->pfch, w->fcprojw, w->fcprojb, d->ptmp);
+        prefill_mm(m, d, l, 3, n, C, 4 * C, d->pfch, w->fcprojw, w->fcprojb, d->ptmp);
         lora_add(m, d, l, GPTC_LORA_FCPROJ, n, 4 * C, C, d->pfch, d->ptmp);
         if (l + 1 < L) /* the residual, and the next layer's LayerNorm 1 in the same pass */
             k->residual_layernorm_fwd(d->px, d->pxn, d->pmean, d->prstd, d->px, d->ptmp, m->w.layer[l + 1].ln1w,

@@ -127,22 +127,42 @@ static void choose_grid(const gptc_gemm_isa *g, int nt, int mpan, int npan, int 
     }
 }
 
-/* How one operand is packed: its packer and whether it is a bf16 source (packed by pack16, unrounded). */
+/* How one operand is packed: its packer, whether it is a bf16 source (packed by pack16, unrounded), and
+ * for B whether it is in matvec's panel form (kernels.h GPTC_GEMM_B_PANELS; depth K). */
 typedef struct gemm_src {
     gptc_gemm_pack pack;
     gptc_gemm_pack16 pack16;
     bool x16;
+    bool panels;
+    int K;
 } gemm_src;
 
 /* Packs rows i0.. (m of them) x depths k0.. (kc) of op(X) into micro-panels of r rows (gemm_driver.h),
  * rounded to bf16 when the ISA computes gemm_bf16 with fp32 FMAs (a bf16 source is already). */
 static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const void *X, int ldx, int i0, int k0, int m,
                         int kc, int r, char *out) {
-    if (s.x16) {
+    if (s.panels) { /* B's columns i0.. from their panels: each a (K, GPTC_MV_PANEL) matrix, its micro-panels whole */
+        const int P = GPTC_MV_PANEL;
+        const size_t es = s.x16 ? sizeof(uint16_t) : sizeof(float);
+        const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
+        GPTC_ASSERT(trans && P % r == 0 && i0 % r == 0);
+        for (int i = i0; i < i0 + m;) {
+            const int p = i / P, n = GEMM_MIN(P * (p + 1), i0 + m) - i;
+            const char *src = (const char *)X + ((size_t)p * s.K * P + (size_t)(i - p * P)) * es;
+            char *dst = out + (size_t)(i - i0) * kbytes;
+            if (s.x16)
+                s.pack16(1, (const uint16_t *)src, P, 0, k0, n, kc, r, dst);
+            else
+                s.pack(1, (const float *)src, P, 0, k0, n, kc, r, dst);
+            i += n;
+        }
+        if (s.x16) return;
+    } else if (s.x16) {
         s.pack16(trans, X, ldx, i0, k0, m, kc, r, out);
         return;
+    } else {
+        s.pack(trans, X, ldx, i0, k0, m, kc, r, out);
     }
-    s.pack(trans, X, ldx, i0, k0, m, kc, r, out);
     if (g->round_bf16) {
         const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
         (g->round ? g->round : gptc_gemm_round_bf16)((float *)out, round_up((size_t)m, (size_t)r) * kbytes / sizeof(float));
@@ -257,7 +277,9 @@ void gptc_gemm_blocked_in16(const gptc_gemm_isa *g, int transA, int transB, int 
     gptc_gemm_pack16 pack16 = g->pack16 ? g->pack16 : gptc_gemm_pack16_portable;
     gptc_gemm_pack16 pack16_b = g->pack16_b ? g->pack16_b : pack16;
     GPTC_ASSERT(!in16 || g->pack16 || (g->esize == 4 && g->kstep == 1)); /* the portable one writes fp32 panels */
-    const gemm_src sa = {pack, pack16, (in16 & GPTC_GEMM_A16) != 0}, sb = {pack_b, pack16_b, (in16 & GPTC_GEMM_B16) != 0};
+    const gemm_src sa = {pack, pack16, (in16 & GPTC_GEMM_A16) != 0, false, K};
+    const gemm_src sb = {pack_b, pack16_b, (in16 & GPTC_GEMM_B16) != 0, (in16 & GPTC_GEMM_B_PANELS) != 0, K};
+    GPTC_ASSERT(!sb.panels || (!transB && GPTC_MV_PANEL % g->nr == 0));
     const gemm_split s = split_for(g, M, N, K, omp_get_max_threads());
 
 #pragma omp parallel num_threads(s.nt)

@@ -51,12 +51,28 @@ static float *bf16_operand(const void *X, int x16, int ldx, int rows, int cols) 
     return o;
 }
 
+/* B (K,N) in matvec's panel form (kernels.h GPTC_GEMM_B_PANELS) as bf16_operand's (K,N) rows */
+static float *bf16_operand_panels(const void *X, int x16, int K, int N) {
+    const int P = GPTC_MV_PANEL;
+    float *o = gptc_alloc(sizeof(float) * (size_t)K * N, "bf16 reference copy");
+    GPTC_ASSERT(o != NULL);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) {
+            size_t i = ((size_t)(n / P) * K + k) * P + n % P;
+            o[(size_t)k * N + n] = x16 ? gptc_bf16_to_f32(((const uint16_t *)X)[i]) : gptc_bf16_round(((const float *)X)[i]);
+        }
+    return o;
+}
+
 static void ref_bf16_gemm_in16(int transA, int transB, int M, int N, int K, const void *A, int lda, const void *B,
                                int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     int a16 = in16 & GPTC_GEMM_A16, b16 = in16 & GPTC_GEMM_B16;
+    GPTC_ASSERT(!(in16 & GPTC_GEMM_B_PANELS) || !transB);
     float *a = transA ? bf16_operand(A, a16, lda, K, M) : bf16_operand(A, a16, lda, M, K);
-    float *b = transB ? bf16_operand(B, b16, ldb, N, K) : bf16_operand(B, b16, ldb, K, N);
+    float *b = in16 & GPTC_GEMM_B_PANELS ? bf16_operand_panels(B, b16, K, N)
+               : transB                  ? bf16_operand(B, b16, ldb, N, K)
+                                         : bf16_operand(B, b16, ldb, K, N);
     ref_f32_gemm(transA, transB, M, N, K, a, transA ? M : K, b, transB ? K : N, beta, bias, C, ldc);
     gptc_free(a);
     gptc_free(b);
