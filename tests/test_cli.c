@@ -158,6 +158,16 @@ TEST(cli_train_resume_sample) {
     CHECK_EQ_INT(test_run(cmd, &out), 0);
     CHECK(out && strncmp(out, "ROMEO:", 6) == 0 && strlen(out) >= 6 + 20);
     free(out);
+    /* greedy text from the packed weights and from the model's own (--no-pack): the same tokens (the
+     * logits agree to float rounding; tests/test_generate.c checks them) */
+    char *text[2] = {NULL, NULL};
+    for (int np = 0; np < 2; np++) {
+        snprintf(cmd, sizeof cmd, "%s sample --ckpt %s --prompt 'ROMEO:' --tokens 30 --temperature 0%s 2>/dev/null",
+                 test_gptc_bin(), ck, np ? " --no-pack" : "");
+        CHECK_EQ_INT(test_run(cmd, &text[np]), 0);
+    }
+    CHECK_MSG(text[0] && text[1] && strcmp(text[0], text[1]) == 0, "packed: %s | --no-pack: %s", text[0], text[1]);
+    free(text[0]), free(text[1]);
 }
 
 /* --profile-steps A:B through gptc train's own flag checks: the forms it takes, and numbers that do
