@@ -9,7 +9,6 @@
 #include "model/gpt2.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 gptc_status gptc_kv_cache_init(gptc_kv_cache *c, const gptc_model *m) {
@@ -113,8 +112,8 @@ gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples,
     size_t L = m->cfg.layers, C = m->cfg.channels, maxT = m->cfg.context, NH = m->cfg.heads, S = samples;
     size_t R = rows, Vp = m->Vp;
     gptc_plan p = {0};
-    bool kv16 = dtype == GPTC_PRECISION_BF16; /* the cache in bf16: a float's slot holds two */
-    size_t cache = kv16 ? (L * S * maxT * C + 1) / 2 : L * S * maxT * C;
+    bool bf16 = dtype == GPTC_PRECISION_BF16; /* bf16 weights and a bf16 cache (a float's slot holds two) */
+    size_t cache = bf16 ? (L * S * maxT * C + 1) / 2 : L * S * maxT * C;
     size_t ok = gptc_plan_take(&p, cache), ov = gptc_plan_take(&p, cache);
     size_t ox = gptc_plan_take(&p, S * C), oxn = gptc_plan_take(&p, S * C), oqkv = gptc_plan_take(&p, S * 3 * C);
     size_t oatty = gptc_plan_take(&p, S * C), otmp = gptc_plan_take(&p, S * C), ofch = gptc_plan_take(&p, S * 4 * C);
@@ -130,14 +129,13 @@ gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples,
     d->arena = d->mem->alloc(p.used * sizeof(float), "decoder (KV caches, buffers)");
     if (!d->arena) return gptc_fail(GPTC_ERR_NOMEM, "out of memory: the KV caches of %d samples and their buffers (%.1f MB)", samples, p.used * 4.0 / 1e6);
     float *a = d->arena;
-    d->S = samples, d->maxT = (int)maxT, d->rows = rows, d->dtype = dtype, d->kv16 = kv16;
+    d->S = samples, d->maxT = (int)maxT, d->rows = rows, d->dtype = dtype, d->kv16 = bf16;
     d->k = a + ok, d->v = a + ov;
     d->x = a + ox, d->xn = a + oxn, d->qkv = a + oqkv, d->atty = a + oatty, d->tmp = a + otmp, d->fch = a + ofch;
     d->mean = a + omean, d->rstd = a + orstd, d->att = a + oatt, d->logits = a + ologits;
     d->px = a + opx, d->pxn = a + opxn, d->pqkv = a + opqkv, d->patty = a + opatty, d->ptmp = a + optmp;
     d->pfch = a + opfch, d->pq = a + opq, d->pk = a + opk, d->pv = a + opv, d->po = a + opo, d->plse = a + oplse;
     d->pmean = a + opmean, d->prstd = a + oprstd, d->lu = m->lora ? a + olu : NULL;
-    bool bf16 = kv16;
     d->wfmt = bf16 ? GPTC_MV_BF16 : 0;
     d->cls = m->w.wte;
     if (pack || (bf16 && !m->params16)) {
