@@ -514,6 +514,39 @@ TEST(io_st_open_header_skips_only_the_checksums) {
     gptc_free(whole);
 }
 
+/* One byte of data flipped in place (same file, same size), after the file was verified: the next open
+ * reads the checksums again and refuses it — whether the file was written just before (a change within
+ * the kernel's timestamp tick of the write) or over a second before (the verified file remembered). */
+static void flip_in_place(const char *p, size_t size) {
+    FILE *f = fopen(p, "r+b");
+    if (!f) { test_fail_at(__FILE__, __LINE__, "cannot open %s", p); return; }
+    fseek(f, (long)size - 1, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, (long)size - 1, SEEK_SET);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+}
+
+TEST(io_st_verified_file_changed_in_place_is_checked_again) {
+    float w[4] = {1, 2, 3, 4};
+    gptc_st_entry e[] = {{"w", GPTC_F32, 1, {4}, w}};
+    for (int old = 0; old < 2; old++) {
+        const char *p = tpath("%s", old ? "verified-old.safetensors" : "verified-new.safetensors");
+        CHECK_OK(gptc_st_write(p, e, 1, NULL, NULL, 0));
+        struct stat sb;
+        CHECK(stat(p, &sb) == 0);
+        if (old) usleep(1200 * 1000); /* changed over a second before its check */
+        gptc_st_file f;
+        for (int i = 0; i < 2; i++) { /* verified, then the same file again */
+            CHECK_OK(gptc_st_open(&f, p));
+            gptc_st_close(&f);
+        }
+        flip_in_place(p, (size_t)sb.st_size);
+        CHECK_MSG(gptc_st_open(&f, p) == GPTC_ERR_FORMAT && strstr(gptc_last_error(), "fails its checksum"),
+                  "old %d: a flipped byte not found: %s", old, gptc_last_error());
+    }
+}
+
 TEST(io_st_refuses_bad_headers) {
     const char *p = tpath("%s", "bad.safetensors");
     unsigned char z[64] = {0};

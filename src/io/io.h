@@ -80,7 +80,9 @@ typedef struct gptc_st_file {
 /* Maps and validates a safetensors file: header length within the file, JSON well formed, known
  * dtypes, shape product × dtype size == offsets span, offsets inside the data, no two tensors
  * overlapping, the data region fully covered, and every crc32c.<name> in the metadata matching.
- * Any violation is GPTC_ERR_FORMAT with the path and the reason. */
+ * Any violation is GPTC_ERR_FORMAT with the path and the reason. The checksums of a file this process
+ * verified before are not read again while the file is the same one, unchanged (device, inode, size,
+ * modification and status-change times; only files changed at least a second before their check). */
 gptc_status gptc_st_open(gptc_st_file *f, const char *path);
 /* The same without reading the tensors' bytes: every check but the checksums, so its names, shapes
  * and metadata can be trusted, its data not. For probes that size or describe a model before the

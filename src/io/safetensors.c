@@ -6,12 +6,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A header bigger than this is not a safetensors file (the reference reader uses the same cap). */
@@ -386,6 +388,55 @@ done:
     return st;
 }
 
+/* Files whose checksums this process verified, by identity: device, inode, size, and the modification
+ * and status-change times to the nanosecond (a write in place, or a rename over the path, changes one of
+ * them; restoring the modification time changes the status-change time). Only files last changed at
+ * least VERIFIED_AGE_S before their check are kept: the kernel stamps files from a clock that ticks every
+ * few milliseconds, so a write right after a change could leave both times as they were, but not one a
+ * second later. Finding a checkpoint verifies the weights it picks, then loading them opens them again:
+ * the second open skips the pass (for XL's 6 GB of weights about a second; on a resume the optimizer
+ * state's too). */
+typedef struct verified_file {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+} verified_file;
+#define VERIFIED_FILES 8
+#define VERIFIED_AGE_S 1
+static verified_file g_verified[VERIFIED_FILES];
+static int g_nverified, g_verified_next;
+static pthread_mutex_t g_verified_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static verified_file file_identity(const struct stat *sb) {
+    return (verified_file){sb->st_dev, sb->st_ino, sb->st_size, sb->st_mtim, sb->st_ctim};
+}
+static bool same_file(const verified_file *a, const verified_file *b) {
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
+           a->mtime.tv_nsec == b->mtime.tv_nsec && a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+static bool was_verified(const verified_file *id) {
+    pthread_mutex_lock(&g_verified_lock);
+    bool hit = false;
+    for (int i = 0; i < g_nverified && !hit; i++) hit = same_file(&g_verified[i], id);
+    pthread_mutex_unlock(&g_verified_lock);
+    return hit;
+}
+static void remember_verified(const verified_file *id) {
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0) return;
+    const struct timespec *changed[2] = {&id->mtime, &id->ctime};
+    for (int i = 0; i < 2; i++) {
+        double age = (double)(now.tv_sec - changed[i]->tv_sec) + 1e-9 * (double)(now.tv_nsec - changed[i]->tv_nsec);
+        if (age < VERIFIED_AGE_S) return; /* changed too recently */
+    }
+    pthread_mutex_lock(&g_verified_lock);
+    g_verified[g_verified_next] = *id;
+    g_verified_next = (g_verified_next + 1) % VERIFIED_FILES;
+    if (g_nverified < VERIFIED_FILES) g_nverified++;
+    pthread_mutex_unlock(&g_verified_lock);
+}
+
 static gptc_status st_open(gptc_st_file *f, const char *path, bool verify) {
     memset(f, 0, sizeof *f);
     if (!(f->path = gptc_st_strdup(path, "a file name"))) return GPTC_ERR_NOMEM;
@@ -418,7 +469,12 @@ static gptc_status st_open(gptc_st_file *f, const char *path, bool verify) {
         }
     }
     close(fd);
-    if (st == GPTC_OK) st = gptc_st_parse(f, verify);
+    if (st == GPTC_OK) {
+        verified_file id = file_identity(&sb);
+        bool known = verify && was_verified(&id);
+        st = gptc_st_parse(f, verify && !known);
+        if (st == GPTC_OK && verify && !known) remember_verified(&id);
+    }
     if (st != GPTC_OK) gptc_st_close(f);
     return st;
 }
