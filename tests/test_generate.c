@@ -131,6 +131,25 @@ TEST(decoder_packed_equals_unpacked) {
     gptc_model_free(&m);
 }
 
+/* Whether sampling may make the fp32 packed copy: it fits beside what is allocated within 90 % of the
+ * machine's memory; an unknown machine (0) is taken as fitting; bf16 always (its copy is needed anyway). */
+TEST(decoder_pack_fits_the_machine) {
+    gptc_model m;
+    init_model(&m, &k_cfg, 3);
+    size_t live = 0, copy = 0;
+    gptc_alloc_stats(&live, NULL);
+    gptc_decoder d;
+    CHECK_OK(gptc_decoder_init(&d, &m, 1, 8, GPTC_PRECISION_FP32, true));
+    gptc_alloc_stats(&copy, NULL);
+    copy -= live; /* the copy and the decoder's arena */
+    gptc_decoder_free(&d);
+    CHECK(gptc_decoder_pack_fits(&m, GPTC_PRECISION_FP32, 0));
+    CHECK(gptc_decoder_pack_fits(&m, GPTC_PRECISION_FP32, (live + copy) * 2));
+    CHECK(!gptc_decoder_pack_fits(&m, GPTC_PRECISION_FP32, live));
+    CHECK(gptc_decoder_pack_fits(&m, GPTC_PRECISION_BF16, live));
+    gptc_model_free(&m);
+}
+
 /* S samples stepped together: each sample's logits equal, bit for bit, a decoder of one sample fed the
  * same tokens (matvec's rows do not depend on each other; attention and LayerNorm are per row; the
  * samples read the shared prompt's keys and values, the single decoder its own); fp32 and bf16 weights

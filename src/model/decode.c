@@ -77,15 +77,31 @@ const float *gptc_model_decode_step(const gptc_model *m, gptc_kv_cache *c, int t
 
 /* ---- the batched decoder */
 
+/* elements of one layer's four matrices in panels, and of the packed copy (pack_weights'): every layer's,
+ * then wte^T */
+static size_t layer_panel_elems(int C) {
+    return gptc_matvec_panel_elems(C, 3 * C) + gptc_matvec_panel_elems(C, C) + gptc_matvec_panel_elems(C, 4 * C) +
+           gptc_matvec_panel_elems(4 * C, C);
+}
+static size_t packed_elems(const gptc_model *m) {
+    return (size_t)m->cfg.layers * layer_panel_elems(m->cfg.channels) + gptc_matvec_panel_elems(m->cfg.channels, m->cfg.vocab);
+}
+
+bool gptc_decoder_pack_fits(const gptc_model *m, gptc_precision dtype, size_t machine) {
+    if (dtype == GPTC_PRECISION_BF16 || machine == 0) return true; /* bf16 needs its copy; unknown: try */
+    size_t live = 0, bytes = gptc_alloc_block_bytes(packed_elems(m) * sizeof(float));
+    gptc_alloc_stats(&live, NULL);
+    return live + bytes <= machine / 10 * 9;
+}
+
 /* d->packed: every layer's four matrices in panel form (d->wfmt's element type), then the classifier's
  * wte^T (C,V); d->wfmt gains GPTC_MV_PANELS. */
 static const void *step_mat(const gptc_model *m, const gptc_decoder *d, int l, int site);
 static gptc_status pack_weights(gptc_decoder *d, const gptc_model *m) {
     int L = m->cfg.layers, C = m->cfg.channels, bf16 = d->wfmt & GPTC_MV_BF16;
     size_t es = bf16 ? sizeof(uint16_t) : sizeof(float), V = m->cfg.vocab;
-    d->layer_elems = gptc_matvec_panel_elems(C, 3 * C) + gptc_matvec_panel_elems(C, C) +
-                     gptc_matvec_panel_elems(C, 4 * C) + gptc_matvec_panel_elems(4 * C, C);
-    size_t elems = (size_t)L * d->layer_elems + gptc_matvec_panel_elems(C, (int)V);
+    d->layer_elems = layer_panel_elems(C);
+    size_t elems = packed_elems(m);
     d->packed = gptc_alloc(elems * es, "packed weights (sampling)");
     if (!d->packed)
         return gptc_fail(GPTC_ERR_NOMEM, "out of memory: the %s copy of the weights that decoding streams (%.1f MB)%s",

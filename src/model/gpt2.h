@@ -413,6 +413,10 @@ typedef struct gptc_decoder {
  * model's own fp32 rows, or under bf16 m->params16's rows. */
 gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples, int rows, gptc_precision dtype,
                               bool pack);
+/* Whether a packed fp32 copy (gptc_decoder_init's pack) fits beside what gptc_alloc holds now, within 90 %
+ * of `machine` bytes (gptc_machine_memory; 0: unknown, taken as fitting); bf16 always (its copy is
+ * needed either way). */
+bool gptc_decoder_pack_fits(const gptc_model *m, gptc_precision dtype, size_t machine);
 void gptc_decoder_free(gptc_decoder *d);
 /* Prefill: tokens (n, 1 <= n <= d->rows) become positions 0..n-1 of sample s's cache (what it held is
  * replaced; a shared prompt is first copied back into every sample's own rows) in one forward over all n rows (LayerNorm of all rows, the products as GEMMs — gemm, or under

@@ -106,7 +106,13 @@ gptc_status gptc_generate_many(const gptc_model *m, const gptc_tokenizer *tok, c
     }
     int held = held_after(nids, maxT), rows = held;
     if ((size_t)held + (size_t)o->tokens > (size_t)maxT + 1 && keep > rows) rows = keep; /* a rebuild's prefill */
-    if ((st = gptc_decoder_init(&d, m, S, rows, o->dtype, o->pack))) goto done;
+    bool pack = o->pack;
+    if (pack && !gptc_decoder_pack_fits(m, o->dtype, gptc_machine_memory())) {
+        gptc_warn("sampling reads the model's fp32 weights in place: a copy packed for decoding would not fit "
+                  "in this machine's memory (steps are about 15 %% slower)");
+        pack = false;
+    }
+    if ((st = gptc_decoder_init(&d, m, S, rows, o->dtype, pack))) goto done;
     size_t hcap = (size_t)held + (size_t)o->tokens; /* each sample's tokens from the prefill's first on */
     scratch = malloc(sizeof *scratch * m->cfg.vocab);
     hist = malloc(sizeof *hist * hcap * S);
