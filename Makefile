@@ -135,6 +135,9 @@ $(BUILD)/bench_tokenizer: $(BUILD)/bench/bench_tokenizer.o $(BUILD)/libgptc.a
 $(BUILD)/bench_attention: $(BUILD)/bench/bench_attention.o $(BUILD)/libgptc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/bench_matvec: $(BUILD)/bench/bench_matvec.o $(BUILD)/libgptc.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/bench_gemm: $(BUILD)/bench/bench_gemm.o $(BUILD)/libgptc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lopenblas
 
@@ -163,9 +166,11 @@ fixtures: setup
 
 bench: setup
 	@sh tools/setup.sh --bench
-	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/bench_gemm $(BUILD)/bench_attention $(BUILD)/bench_tokenizer
+	@$(MAKE) --no-print-directory $(BUILD)/gptc $(BUILD)/bench_gemm $(BUILD)/bench_attention $(BUILD)/bench_tokenizer \
+		$(BUILD)/bench_matvec
 	sh bench/gemm.sh
 	$(BUILD)/bench_attention
+	$(BUILD)/bench_matvec
 	sh bench/train_e2e.sh
 
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer (gcc), in its own folder:
