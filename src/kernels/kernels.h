@@ -231,8 +231,11 @@ enum { GPTC_GEMM_A16 = 1, GPTC_GEMM_B16 = 2, GPTC_GEMM_B_PANELS = 4 };
  * of every row (measured on the 124M model's matrices: ~15 % more bandwidth, fp32 and bf16). */
 enum { GPTC_MV_BF16 = 1, GPTC_MV_PANELS = 2 };
 #define GPTC_MV_PANEL 64
-/* Elements of the panel form of a (K,N) matrix. */
+/* Elements of the panel form of a (K,N) matrix, and where its element (k, n) sits in it. */
 size_t gptc_matvec_panel_elems(int K, int N);
+static inline size_t gptc_matvec_panel_at(int K, int k, int n) {
+    return ((size_t)(n / GPTC_MV_PANEL) * K + k) * GPTC_MV_PANEL + n % GPTC_MV_PANEL;
+}
 /* dst (gptc_matvec_panel_elems(K, N) floats, or bf16 values when bf16: gptc_f32_to_bf16 of each) = the
  * panel form of op(W) (K,N): W stored (K,N) (transW 0), or (N,K) with op(W) = W^T (transW 1: the tied
  * classifier's wte), row stride ldw; threads split the panels. */

@@ -24,14 +24,14 @@ void gptc_matvec_pack(void *dst, int bf16, const float *W, int ldw, int transW, 
 #pragma omp parallel for schedule(static) if ((size_t)N * K >= ((size_t)1 << 16))
     for (int p = 0; p < panels; p++) {
         const int n0 = p * P, cn = N - n0 < P ? N - n0 : P;
-        const size_t base = (size_t)p * K * P;
         if (transW) { /* row n of W is column n of the panel: a pass over each row, written at stride P */
             for (int j = 0; j < P; j++)
                 for (int k = 0; k < K; k++)
-                    put(dst, bf16, base + (size_t)k * P + j, j < cn ? W[(size_t)(n0 + j) * ldw + k] : 0.0f);
+                    put(dst, bf16, gptc_matvec_panel_at(K, k, n0 + j), j < cn ? W[(size_t)(n0 + j) * ldw + k] : 0.0f);
             continue;
         }
         for (int k = 0; k < K; k++) /* row k of W, columns n0.. */
-            for (int j = 0; j < P; j++) put(dst, bf16, base + (size_t)k * P + j, j < cn ? W[(size_t)k * ldw + n0 + j] : 0.0f);
+            for (int j = 0; j < P; j++)
+                put(dst, bf16, gptc_matvec_panel_at(K, k, n0 + j), j < cn ? W[(size_t)k * ldw + n0 + j] : 0.0f);
     }
 }

@@ -77,14 +77,36 @@ const float *gptc_model_decode_step(const gptc_model *m, gptc_kv_cache *c, int t
 
 /* ---- the batched decoder */
 
-/* elements of one layer's four matrices in panels, and of the packed copy (pack_weights'): every layer's,
- * then wte^T */
-static size_t layer_panel_elems(int C) {
-    return gptc_matvec_panel_elems(C, 3 * C) + gptc_matvec_panel_elems(C, C) + gptc_matvec_panel_elems(C, 4 * C) +
-           gptc_matvec_panel_elems(4 * C, C);
+/* Layer l's linear site (GPTC_LORA_QKV, _ATTPROJ, _FC, _FCPROJ: the LoRA sites' numbering): its weight
+ * W (K,N) in the model, HF layout, and its bias (N) */
+typedef struct layer_site {
+    int K, N;
+    const float *w, *b;
+} layer_site;
+static layer_site site_of(const gptc_model *m, int l, int site) {
+    const gptc_layer *w = &m->w.layer[l];
+    int C = m->cfg.channels;
+    switch (site) {
+    case GPTC_LORA_QKV: return (layer_site){C, 3 * C, w->qkvw, w->qkvb};
+    case GPTC_LORA_ATTPROJ: return (layer_site){C, C, w->attprojw, w->attprojb};
+    case GPTC_LORA_FC: return (layer_site){C, 4 * C, w->fcw, w->fcb};
+    default: return (layer_site){4 * C, C, w->fcprojw, w->fcprojb};
+    }
+}
+
+/* elements of layer l's sites before `site` in panel form (all four: site GPTC_LORA_SITES), and of the
+ * packed copy (pack_weights'): every layer's four, then wte^T */
+static size_t panel_elems_before(const gptc_model *m, int site) {
+    size_t n = 0;
+    for (int i = 0; i < site; i++) {
+        layer_site s = site_of(m, 0, i);
+        n += gptc_matvec_panel_elems(s.K, s.N);
+    }
+    return n;
 }
 static size_t packed_elems(const gptc_model *m) {
-    return (size_t)m->cfg.layers * layer_panel_elems(m->cfg.channels) + gptc_matvec_panel_elems(m->cfg.channels, m->cfg.vocab);
+    return (size_t)m->cfg.layers * panel_elems_before(m, GPTC_LORA_SITES) +
+           gptc_matvec_panel_elems(m->cfg.channels, m->cfg.vocab);
 }
 
 bool gptc_decoder_pack_fits(const gptc_model *m, gptc_precision dtype, size_t machine) {
@@ -100,7 +122,6 @@ static const void *step_mat(const gptc_model *m, const gptc_decoder *d, int l, i
 static gptc_status pack_weights(gptc_decoder *d, const gptc_model *m) {
     int L = m->cfg.layers, C = m->cfg.channels, bf16 = d->wfmt & GPTC_MV_BF16;
     size_t es = bf16 ? sizeof(uint16_t) : sizeof(float), V = m->cfg.vocab;
-    d->layer_elems = layer_panel_elems(C);
     size_t elems = packed_elems(m);
     d->packed = gptc_alloc(elems * es, "packed weights (sampling)");
     if (!d->packed)
@@ -108,14 +129,12 @@ static gptc_status pack_weights(gptc_decoder *d, const gptc_model *m) {
                          bf16 ? "bf16" : "packed", elems * (double)es / 1e6,
                          bf16 ? "" : "; sample without it: gptc sample --no-pack");
     d->wfmt |= GPTC_MV_PANELS;
-    for (int l = 0; l < L; l++) {
-        const gptc_layer *w = &m->w.layer[l];
-        const float *mats[4] = {w->qkvw, w->attprojw, w->fcw, w->fcprojw};
-        const int Ks[4] = {C, C, C, 4 * C}, Ns[4] = {3 * C, C, 4 * C, C};
-        for (int site = 0; site < 4; site++)
-            gptc_matvec_pack((void *)step_mat(m, d, l, site), bf16, mats[site], Ns[site], 0, Ks[site], Ns[site]);
-    }
-    void *cls = (char *)d->packed + (size_t)L * d->layer_elems * es;
+    for (int l = 0; l < L; l++)
+        for (int site = 0; site < GPTC_LORA_SITES; site++) {
+            layer_site s = site_of(m, l, site);
+            gptc_matvec_pack((void *)step_mat(m, d, l, site), bf16, s.w, s.N, 0, s.K, s.N);
+        }
+    void *cls = (char *)d->packed + (size_t)L * panel_elems_before(m, GPTC_LORA_SITES) * es;
     gptc_matvec_pack(cls, bf16, m->w.wte, C, 1, C, (int)V);
     d->cls = cls;
     return GPTC_OK;
@@ -173,32 +192,14 @@ void gptc_decoder_free(gptc_decoder *d) {
     memset(d, 0, sizeof *d);
 }
 
-/* Layer l's matrix number `site` (0 qkvw (C,3C), 1 attprojw (C,C), 2 fcw (C,4C), 3 fcprojw (4C,C)) as a
- * step's matvec reads it: (K,N) rows (row stride N; the model's, or m->params16's), or its panels in
- * d->packed. */
+/* Layer l's site's weight as a step's matvec reads it: (K,N) rows (row stride N; the model's, or
+ * m->params16's), or its panels in d->packed. */
 static const void *step_mat(const gptc_model *m, const gptc_decoder *d, int l, int site) {
-    const gptc_layer *w = &m->w.layer[l];
-    const float *mats[4] = {w->qkvw, w->attprojw, w->fcw, w->fcprojw};
-    if (d->w16) return d->w16 + (mats[site] - m->params);
-    if (!(d->wfmt & GPTC_MV_PANELS)) return mats[site];
-    int C = m->cfg.channels, Ks[4] = {C, C, C, 4 * C}, Ns[4] = {3 * C, C, 4 * C, C};
-    size_t at = (size_t)l * d->layer_elems, es = d->wfmt & GPTC_MV_BF16 ? sizeof(uint16_t) : sizeof(float);
-    for (int i = 0; i < site; i++) at += gptc_matvec_panel_elems(Ks[i], Ns[i]);
-    return (const char *)d->packed + at * es;
-}
-
-/* out (n,N) = in (n,K) @ W (K,N) + bias, W layer l's matrix number `site` (step_mat's), with the prefill's
- * GEMM: fp32 on the model's weights (Wt), or under bf16 gemm_bf16_in16 on the bf16 weights a step reads
- * (their panels, or m->params16's rows) */
-static void prefill_mm(const gptc_model *m, const gptc_decoder *d, int l, int site, int n, int N, int K, const float *in,
-                       const float *Wt, const float *bias, float *out) {
-    const gptc_kernels *k = m->be.k;
-    if (d->dtype == GPTC_PRECISION_BF16) {
-        int panels = d->wfmt & GPTC_MV_PANELS;
-        k->gemm_bf16_in16(0, 0, n, N, K, in, K, step_mat(m, d, l, site), panels ? 0 : N,
-                          GPTC_GEMM_B16 | (panels ? GPTC_GEMM_B_PANELS : 0), 0.0f, bias, out, N);
-    } else
-        k->gemm(0, 0, n, N, K, in, K, Wt, N, 0.0f, bias, out, N);
+    const float *w = site_of(m, l, site).w;
+    if (d->w16) return d->w16 + (w - m->params);
+    if (!(d->wfmt & GPTC_MV_PANELS)) return w;
+    size_t at = (size_t)l * panel_elems_before(m, GPTC_LORA_SITES) + panel_elems_before(m, site);
+    return (const char *)d->packed + at * (d->wfmt & GPTC_MV_BF16 ? sizeof(uint16_t) : sizeof(float));
 }
 
 /* LoRA (gpt2.h gptc_lora), when layer l's site is adapted: out (n,OC) += (alpha/r) (x A^T) B^T for x (n,IC),
@@ -212,6 +213,24 @@ static void lora_add(const gptc_model *m, const gptc_decoder *d, int l, int site
     k->gemm(0, 1, n, r, IC, x, IC, lr->A[l * GPTC_LORA_SITES + site], IC, 0.0f, NULL, d->lu, r);
     k->scale(d->lu, lr->scale, (size_t)n * r);
     k->gemm(0, 1, n, OC, r, d->lu, r, lr->B[l * GPTC_LORA_SITES + site], r, 1.0f, NULL, out, OC);
+}
+
+/* out (n,N) = x (n,K) @ W (K,N) + bias for layer l's site, then its adapter's term (lora_add): a step's
+ * matvec over the weights it streams (n = S rows), or a prefill's GEMM — fp32 on the model's weights, or
+ * under bf16 gemm_bf16_in16 on the bf16 weights the steps read (their panels, or m->params16's rows) */
+static void site_product(const gptc_model *m, const gptc_decoder *d, int l, int site, bool prefill, int n,
+                         const float *x, float *out) {
+    const gptc_kernels *k = m->be.k;
+    layer_site s = site_of(m, l, site);
+    int panels = d->wfmt & GPTC_MV_PANELS;
+    if (!prefill)
+        k->matvec(0, d->wfmt, n, s.N, s.K, x, s.K, step_mat(m, d, l, site), s.N, s.b, out, s.N);
+    else if (d->dtype == GPTC_PRECISION_BF16)
+        k->gemm_bf16_in16(0, 0, n, s.N, s.K, x, s.K, step_mat(m, d, l, site), panels ? 0 : s.N,
+                          GPTC_GEMM_B16 | (panels ? GPTC_GEMM_B_PANELS : 0), 0.0f, s.b, out, s.N);
+    else
+        k->gemm(0, 0, n, s.N, s.K, x, s.K, s.w, s.N, 0.0f, s.b, out, s.N);
+    lora_add(m, d, l, site, n, s.K, s.N, x, out);
 }
 
 /* the bytes of one cache element */
@@ -253,8 +272,7 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
     for (int l = 0; l < L; l++) { /* pxn: LayerNorm 1 of px, from the encoder or the previous layer's fused residual */
         const gptc_layer *w = &m->w.layer[l];
         void *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C);
-        prefill_mm(m, d, l, 0, n, 3 * C, C, d->pxn, w->qkvw, w->qkvb, d->pqkv);
-        lora_add(m, d, l, GPTC_LORA_QKV, n, C, 3 * C, d->pxn, d->pqkv);
+        site_product(m, d, l, GPTC_LORA_QKV, true, n, d->pxn, d->pqkv);
         for (int t = 0; t < n; t++) { /* every position's key and value into the cache */
             cache_put(m, d, kc, (size_t)t * C, d->pqkv + (size_t)t * 3 * C + C, C);
             cache_put(m, d, vc, (size_t)t * C, d->pqkv + (size_t)t * 3 * C + 2 * C, C);
@@ -262,14 +280,11 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
         k->qkv_to_heads(d->pq, d->pk, d->pv, d->pqkv, 1, n, C, NH);
         k->flash_fwd(d->po, d->plse, d->pq, d->pk, d->pv, 1, NH, n, HS, 0.0f, 0);
         k->heads_to_rows(d->patty, d->po, 1, n, C, NH);
-        prefill_mm(m, d, l, 1, n, C, C, d->patty, w->attprojw, w->attprojb, d->ptmp);
-        lora_add(m, d, l, GPTC_LORA_ATTPROJ, n, C, C, d->patty, d->ptmp);
+        site_product(m, d, l, GPTC_LORA_ATTPROJ, true, n, d->patty, d->ptmp);
         k->residual_layernorm_fwd(d->px, d->pxn, d->pmean, d->prstd, d->px, d->ptmp, w->ln2w, w->ln2b, n, C);
-        prefill_mm(m, d, l, 2, n, 4 * C, C, d->pxn, w->fcw, w->fcb, d->pfch);
-        lora_add(m, d, l, GPTC_LORA_FC, n, C, 4 * C, d->pxn, d->pfch);
+        site_product(m, d, l, GPTC_LORA_FC, true, n, d->pxn, d->pfch);
         gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->pfch, d->pfch, (size_t)n * 4 * C);
-        prefill_mm(m, d, l, 3, n, C, 4 * C, d->pfch, w->fcprojw, w->fcprojb, d->ptmp);
-        lora_add(m, d, l, GPTC_LORA_FCPROJ, n, 4 * C, C, d->pfch, d->ptmp);
+        site_product(m, d, l, GPTC_LORA_FCPROJ, true, n, d->pfch, d->ptmp);
         if (l + 1 < L) /* the residual, and the next layer's LayerNorm 1 in the same pass */
             k->residual_layernorm_fwd(d->px, d->pxn, d->pmean, d->prstd, d->px, d->ptmp, m->w.layer[l + 1].ln1w,
                                       m->w.layer[l + 1].ln1b, n, C);
@@ -307,8 +322,7 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
     for (int l = 0; l < L; l++) {
         const gptc_layer *w = &m->w.layer[l];
         k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln1w, w->ln1b, S, C);
-        k->matvec(0, d->wfmt, S, 3 * C, C, d->xn, C, step_mat(m, d, l, 0), 3 * C, w->qkvb, d->qkv, 3 * C);
-        lora_add(m, d, l, GPTC_LORA_QKV, S, C, 3 * C, d->xn, d->qkv);
+        site_product(m, d, l, GPTC_LORA_QKV, false, S, d->xn, d->qkv);
         void *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C); /* sample s: + s*maxT*C */
         size_t lds = (size_t)d->maxT * C;
         for (int s = 0; s < S; s++) { /* position t's key and value into each sample's own rows */
@@ -318,15 +332,12 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
         }
         k->attention_decode_shared(d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1, S, C, NH,
                                    d->kv16);
-        k->matvec(0, d->wfmt, S, C, C, d->atty, C, step_mat(m, d, l, 1), C, w->attprojb, d->tmp, C);
-        lora_add(m, d, l, GPTC_LORA_ATTPROJ, S, C, C, d->atty, d->tmp);
+        site_product(m, d, l, GPTC_LORA_ATTPROJ, false, S, d->atty, d->tmp);
         k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
         k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln2w, w->ln2b, S, C);
-        k->matvec(0, d->wfmt, S, 4 * C, C, d->xn, C, step_mat(m, d, l, 2), 4 * C, w->fcb, d->fch, 4 * C);
-        lora_add(m, d, l, GPTC_LORA_FC, S, C, 4 * C, d->xn, d->fch);
+        site_product(m, d, l, GPTC_LORA_FC, false, S, d->xn, d->fch);
         gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->fch, d->fch, (size_t)S * 4 * C);
-        k->matvec(0, d->wfmt, S, C, 4 * C, d->fch, 4 * C, step_mat(m, d, l, 3), C, w->fcprojb, d->tmp, C);
-        lora_add(m, d, l, GPTC_LORA_FCPROJ, S, 4 * C, C, d->fch, d->tmp);
+        site_product(m, d, l, GPTC_LORA_FCPROJ, false, S, d->fch, d->tmp);
         k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
     }
     k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, m->w.lnfw, m->w.lnfb, S, C);

@@ -385,7 +385,6 @@ typedef struct gptc_decoder {
                              * or (K,N) rows: the model's fp32 weights, or under bf16 m->params16 */
     void *packed;           /* when wfmt has GPTC_MV_PANELS: per layer qkvw, attprojw, fcw, fcprojw, then the
                              * classifier's wte^T, in panel form (gptc_matvec_pack), floats or bf16; else NULL */
-    size_t layer_elems;     /* elements of one layer's four packed matrices */
     const uint16_t *w16;    /* m->params16 when a bf16 step reads its rows, else NULL */
     const void *cls;        /* the classifier's weights: wte^T's panels in packed, or wte's (V,C) rows (m->w.wte,
                              * or m->params16's) */

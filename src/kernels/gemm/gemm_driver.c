@@ -145,10 +145,10 @@ static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const voi
         const int P = GPTC_MV_PANEL;
         const size_t es = s.x16 ? sizeof(uint16_t) : sizeof(float);
         const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
-        GPTC_ASSERT(trans && P % r == 0 && i0 % r == 0);
+        GPTC_ASSERT(i0 % r == 0); /* with P % r == 0 (checked at the call): whole micro-panels per panel */
         for (int i = i0; i < i0 + m;) {
-            const int p = i / P, n = GEMM_MIN(P * (p + 1), i0 + m) - i;
-            const char *src = (const char *)X + ((size_t)p * s.K * P + (size_t)(i - p * P)) * es;
+            const int n = GEMM_MIN(P * (i / P + 1), i0 + m) - i;
+            const char *src = (const char *)X + gptc_matvec_panel_at(s.K, 0, i) * es;
             char *dst = out + (size_t)(i - i0) * kbytes;
             if (s.x16)
                 s.pack16(1, (const uint16_t *)src, P, 0, k0, n, kc, r, dst);

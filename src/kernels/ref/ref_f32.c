@@ -53,12 +53,11 @@ static float *bf16_operand(const void *X, int x16, int ldx, int rows, int cols) 
 
 /* B (K,N) in matvec's panel form (kernels.h GPTC_GEMM_B_PANELS) as bf16_operand's (K,N) rows */
 static float *bf16_operand_panels(const void *X, int x16, int K, int N) {
-    const int P = GPTC_MV_PANEL;
     float *o = gptc_alloc(sizeof(float) * (size_t)K * N, "bf16 reference copy");
     GPTC_ASSERT(o != NULL);
     for (int k = 0; k < K; k++)
         for (int n = 0; n < N; n++) {
-            size_t i = ((size_t)(n / P) * K + k) * P + n % P;
+            size_t i = gptc_matvec_panel_at(K, k, n);
             o[(size_t)k * N + n] = x16 ? gptc_bf16_to_f32(((const uint16_t *)X)[i]) : gptc_bf16_round(((const float *)X)[i]);
         }
     return o;
@@ -187,14 +186,14 @@ static void ref_matvec(int transW, int wfmt, int M, int N, int K, const float *x
                        const float *bias, float *out, int ldo) {
     const float *wf = W;
     const uint16_t *wh = W;
-    const int w16 = wfmt & GPTC_MV_BF16, panels = wfmt & GPTC_MV_PANELS, P = GPTC_MV_PANEL;
+    const int w16 = wfmt & GPTC_MV_BF16, panels = wfmt & GPTC_MV_PANELS;
 #pragma omp parallel for schedule(static) if ((size_t)N * K >= ((size_t)1 << 16))
     for (int n = 0; n < N; n++)
         for (int m = 0; m < M; m++) {
             const float *xr = x + (size_t)m * ldx;
             float s = 0;
             for (int k = 0; k < K; k++) {
-                size_t i = panels   ? ((size_t)(n / P) * K + k) * P + n % P
+                size_t i = panels   ? gptc_matvec_panel_at(K, k, n)
                            : transW ? (size_t)n * ldw + k
                                     : (size_t)k * ldw + n;
                 s += xr[k] * (w16 ? gptc_bf16_to_f32(wh[i]) : wf[i]);
