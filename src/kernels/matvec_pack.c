@@ -27,11 +27,11 @@ void gptc_matvec_pack(void *dst, int bf16, const float *W, int ldw, int transW, 
         if (transW) { /* row n of W is column n of the panel: a pass over each row, written at stride P */
             for (int j = 0; j < P; j++)
                 for (int k = 0; k < K; k++)
-                    put(dst, bf16, gptc_matvec_panel_at(K, k, n0 + j), j < cn ? W[(size_t)(n0 + j) * ldw + k] : 0.0f);
+                    put(dst, bf16, gptc_matvec_panel_at(K, k, n0 + j, bf16), j < cn ? W[(size_t)(n0 + j) * ldw + k] : 0.0f);
             continue;
         }
         for (int k = 0; k < K; k++) /* row k of W, columns n0.. */
             for (int j = 0; j < P; j++)
-                put(dst, bf16, gptc_matvec_panel_at(K, k, n0 + j), j < cn ? W[(size_t)k * ldw + n0 + j] : 0.0f);
+                put(dst, bf16, gptc_matvec_panel_at(K, k, n0 + j, bf16), j < cn ? W[(size_t)k * ldw + n0 + j] : 0.0f);
     }
 }

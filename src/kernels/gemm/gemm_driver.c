@@ -17,8 +17,9 @@
 
 #define GEMM_MIN(a, b) ((a) < (b) ? (a) : (b))
 
-/* Per-thread packing buffers: one A block and one B panel; they grow once, then are reused. */
-static _Thread_local gptc_workspace tl_apack, tl_bpack;
+/* Per-thread packing buffers: one A block and one B panel, and the rows of a bf16 matvec panel put back
+ * in column order; they grow once, then are reused. */
+static _Thread_local gptc_workspace tl_apack, tl_bpack, tl_rows16;
 
 void gptc_gemm_pack_portable(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r,
                              void *out_) {
@@ -137,6 +138,21 @@ typedef struct gemm_src {
     int K;
 } gemm_src;
 
+/* Rows k0..k0+kc-1 of a bf16 panel of matvec's form (kernels.h: each run of 32 columns as 16 pairs,
+ * word i = columns i and 16 + i) as a (kc, GPTC_MV_PANEL) matrix in column order. */
+static void panel_rows16(const uint16_t *panel, int k0, int kc, uint16_t *out) {
+    for (int k = 0; k < kc; k++) {
+        const uint16_t *src = panel + (size_t)(k0 + k) * GPTC_MV_PANEL;
+        uint16_t *o = out + (size_t)k * GPTC_MV_PANEL;
+        for (int g = 0; g < GPTC_MV_PANEL; g += 32)
+            for (int i = 0; i < 16; i++) {
+                uint32_t w;
+                memcpy(&w, src + g + 2 * i, sizeof w);
+                o[g + i] = (uint16_t)(w & 0xffffu), o[g + 16 + i] = (uint16_t)(w >> 16);
+            }
+    }
+}
+
 /* Packs rows i0.. (m of them) x depths k0.. (kc) of op(X) into micro-panels of r rows (gemm_driver.h),
  * rounded to bf16 when the ISA computes gemm_bf16 with fp32 FMAs (a bf16 source is already). */
 static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const void *X, int ldx, int i0, int k0, int m,
@@ -146,14 +162,18 @@ static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const voi
         const size_t es = s.x16 ? sizeof(uint16_t) : sizeof(float);
         const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
         GPTC_ASSERT(i0 % r == 0); /* with P % r == 0 (checked at the call): whole micro-panels per panel */
+        /* bf16 panels: the kc rows of a panel in column order (one panel at a time, so a block in L1) */
+        uint16_t *rows16 = s.x16 ? (uint16_t *)gptc_workspace_get(&tl_rows16, (size_t)kc * P / 2) : NULL;
         for (int i = i0; i < i0 + m;) {
             const int n = GEMM_MIN(P * (i / P + 1), i0 + m) - i;
-            const char *src = (const char *)X + gptc_matvec_panel_at(s.K, 0, i) * es;
+            const char *src = (const char *)X + gptc_matvec_panel_at(s.K, 0, i - i % P, s.x16) * es;
             char *dst = out + (size_t)(i - i0) * kbytes;
-            if (s.x16)
-                s.pack16(1, (const uint16_t *)src, P, 0, k0, n, kc, r, dst);
-            else
-                s.pack(1, (const float *)src, P, 0, k0, n, kc, r, dst);
+            if (s.x16) {
+                panel_rows16((const uint16_t *)src, k0, kc, rows16);
+                s.pack16(1, rows16, P, i % P, 0, n, kc, r, dst);
+            } else {
+                s.pack(1, (const float *)src, P, i % P, k0, n, kc, r, dst);
+            }
             i += n;
         }
         if (s.x16) return;

@@ -57,7 +57,7 @@ static float *bf16_operand_panels(const void *X, int x16, int K, int N) {
     GPTC_ASSERT(o != NULL);
     for (int k = 0; k < K; k++)
         for (int n = 0; n < N; n++) {
-            size_t i = gptc_matvec_panel_at(K, k, n);
+            size_t i = gptc_matvec_panel_at(K, k, n, x16);
             o[(size_t)k * N + n] = x16 ? gptc_bf16_to_f32(((const uint16_t *)X)[i]) : gptc_bf16_round(((const float *)X)[i]);
         }
     return o;
@@ -193,7 +193,7 @@ static void ref_matvec(int transW, int wfmt, int M, int N, int K, const float *x
             const float *xr = x + (size_t)m * ldx;
             float s = 0;
             for (int k = 0; k < K; k++) {
-                size_t i = panels   ? gptc_matvec_panel_at(K, k, n)
+                size_t i = panels   ? gptc_matvec_panel_at(K, k, n, w16)
                            : transW ? (size_t)n * ldw + k
                                     : (size_t)k * ldw + n;
                 s += xr[k] * (w16 ? gptc_bf16_to_f32(wh[i]) : wf[i]);

@@ -54,6 +54,18 @@ static inline float vhmax(vf a) {
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
 }
+/* lane j = the sum of v[j]'s lanes, for the W vectors v[0..W): a tree of shuffles shared by all W (each
+ * lane summed as ((0+2)+(1+3)) within its 128-bit half, then the halves added), so every vector's sum is
+ * the same whichever lane it lands in */
+static inline vf vhsums(const vf v[W]) {
+    vf a[4], b[2];
+    for (int i = 0; i < 4; i++)
+        a[i] = _mm256_add_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 2; i++) /* per half: the half's sums of v[4i..4i+3] */
+        b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_permute2f128_ps(b[0], b[1], 0x20), _mm256_permute2f128_ps(b[0], b[1], 0x31));
+}
 /* 8 bf16 at p widened to floats (exact: the bf16 pattern is the float's top half) */
 static inline vf vld16(const void *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
@@ -63,6 +75,12 @@ static inline vf vldm16(const void *p, size_t n) {
     uint16_t t[8] = {0};
     for (size_t i = 0; i < n; i++) t[i] = ((const uint16_t *)p)[i];
     return vld16(t);
+}
+/* 8 words at p, each a pair of bf16 values, widened: *lo the low halves, *hi the high ones */
+static inline void vld16pairs(const void *p, vf *lo, vf *hi) {
+    const __m256i w = _mm256_loadu_si256((const __m256i *)p);
+    *lo = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    *hi = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
 }
 
 /* ---- streaming stores and sums of squares (kernels/memops_simd.inc) ---- */

@@ -44,6 +44,23 @@ static inline vf vzmask(vm m, vf a) { return _mm512_maskz_mov_ps(m, a); }       
 static inline vf vsel_neg(vf x, vf a, vf b) { return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), a, b); }
 static inline float vhsum(vf a) { return _mm512_reduce_add_ps(a); }
 static inline float vhmax(vf a) { return _mm512_reduce_max_ps(a); }
+/* lane j = the sum of v[j]'s lanes, for the W vectors v[0..W): a tree of shuffles shared by all W (each
+ * lane summed as ((0+2)+(1+3)) within its 128-bit quarter, then the quarters as (0+1)+(2+3)), so every
+ * vector's sum is the same whichever lane it lands in */
+static inline vf vhsums(const vf v[W]) {
+    vf a[8], b[4];
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 4; i++) /* per quarter: the quarter's sums of v[4i..4i+3] */
+        b[i] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const vf d01 = _mm512_add_ps(_mm512_shuffle_f32x4(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const vf d23 = _mm512_add_ps(_mm512_shuffle_f32x4(b[2], b[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(b[2], b[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(d01, d23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(d01, d23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
 /* 16 bf16 at p widened to floats (exact: the bf16 pattern is the float's top half) */
 static inline vf vld16(const void *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
@@ -52,6 +69,12 @@ static inline vf vld16(const void *p) {
 static inline vf vldm16(const void *p, size_t n) {
     __m256i h = _mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+/* 16 words at p, each a pair of bf16 values, widened: *lo the low halves, *hi the high ones */
+static inline void vld16pairs(const void *p, vf *lo, vf *hi) {
+    const __m512i w = _mm512_loadu_si512(p);
+    *lo = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    *hi = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
 /* ---- streaming stores and sums of squares (kernels/memops_simd.inc) ---- */
