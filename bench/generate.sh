@@ -10,9 +10,12 @@
 #   PyTorch: bench/torch_generate_bench.py (HF-style incremental decoding with a KV cache, the model of
 #     tools/torch_gpt2.py) in its strongest configuration (bench/lib.sh's peer_run: tcmalloc, Debian's
 #     OpenMP OpenBLAS with OPENBLAS_CORETYPE=SkylakeX where the CPU has AVX-512, pinned threads).
-# Prints both configurations, then one table. Goals (reported, not enforced): decode at >= 80% of the
-# bandwidth bound, prefill at >= 60% of the peak. Settings, from the environment or NAME=VALUE
-# arguments: THREADS (2), PROMPT (512), TOKENS (128), SAMPLES ("1 4"), DTYPES ("fp32 bf16").
+# Each configuration runs REPS (3) times, gptc and PyTorch alternating, and the table shows the medians
+# (a shared host's speed swings by 2x between runs; the range of gptc's decode share of the bound is
+# printed beside it). Prints both configurations, then one table. Goals (reported, not enforced): decode
+# at >= 80% of the bandwidth bound, prefill at >= 60% of the peak. Settings, from the environment or
+# NAME=VALUE arguments: THREADS (2), PROMPT (512), TOKENS (128), SAMPLES ("1 4"), DTYPES ("fp32 bf16"),
+# REPS (3).
 set -e
 for arg in "$@"; do
     case "$arg" in
@@ -21,7 +24,8 @@ for arg in "$@"; do
         TOKENS=*) TOKENS=${arg#*=} ;;
         SAMPLES=*) SAMPLES=${arg#*=} ;;
         DTYPES=*) DTYPES=${arg#*=} ;;
-        *) echo "generate: unknown argument '$arg' (expected THREADS=, PROMPT=, TOKENS=, SAMPLES=, DTYPES=)" >&2; exit 2 ;;
+        REPS=*) REPS=${arg#*=} ;;
+        *) echo "generate: unknown argument '$arg' (expected THREADS=, PROMPT=, TOKENS=, SAMPLES=, DTYPES=, REPS=)" >&2; exit 2 ;;
     esac
 done
 cd "$(dirname "$0")/.."
@@ -30,6 +34,8 @@ PROMPT=${PROMPT:-512}
 TOKENS=${TOKENS:-128}
 SAMPLES=${SAMPLES:-1 4}
 DTYPES=${DTYPES:-fp32 bf16}
+REPS=${REPS:-3}
+case "$REPS" in '' | *[!0-9]* | 0) echo "generate: REPS=$REPS is not a positive whole number" >&2; exit 2 ;; esac
 GPTC=build/gptc
 [ -x "$GPTC" ] || { echo "generate: $GPTC not found; run make first" >&2; exit 1; }
 . bench/lib.sh
@@ -61,24 +67,36 @@ echo "config: GPT-2 124M, prompt $NP tokens, $TOKENS new tokens per sample, $THR
 j() { # the number of JSON field $2 in file $1
     sed -n "s/.*\"$2\": \\([0-9.]*\\).*/\\1/p" "$1"
 }
+med() { # the median of JSON field $1 over this configuration's gptc runs
+    for f in "$tmp"/g.*.json; do j "$f" "$1"; done | median
+}
+tmed() { # the median of the figure sed expression $1 picks from this configuration's torch lines
+    for f in "$tmp"/t.*.txt; do grep '^torch:' "$f" | sed -n "$1"; done | median
+}
 rows=""
 for dt in $DTYPES; do
     for s in $SAMPLES; do
-        $GPTC sample --ckpt "$CKPT" --prompt "$PTEXT" --tokens "$TOKENS" --samples "$s" --dtype "$dt" --temperature 0 \
-            --threads "$THREADS" --pin --json >/dev/null 2>"$tmp/g.json"
-        peer_run /usr/bin/python3 bench/torch_generate_bench.py --prompt-tokens "$NP" --tokens "$TOKENS" --samples "$s" \
-            --dtype "$dt" --threads "$THREADS" >"$tmp/t.txt" 2>&1 || { cat "$tmp/t.txt" >&2; exit 1; }
-        [ -n "$rows" ] || sed -n '/^blas:/p; /^config:/p' "$tmp/t.txt"
-        tl=$(grep '^torch:' "$tmp/t.txt")
-        tpre=$(echo "$tl" | sed -n 's/.*tokens [0-9.]* s, \([0-9.]*\) tokens\/s | decode.*/\1/p')
-        tdec=$(echo "$tl" | sed -n 's/.*decode.* s, \([0-9.]*\) tokens\/s, .*/\1/p')
-        tms=$(echo "$tl" | sed -n 's/.*, \([0-9.]*\) ms\/step.*/\1/p')
+        rm -f "$tmp"/g.*.json "$tmp"/t.*.txt
+        r=1
+        while [ $r -le "$REPS" ]; do
+            $GPTC sample --ckpt "$CKPT" --prompt "$PTEXT" --tokens "$TOKENS" --samples "$s" --dtype "$dt" --temperature 0 \
+                --threads "$THREADS" --pin --json >/dev/null 2>"$tmp/g.$r.json"
+            peer_run /usr/bin/python3 bench/torch_generate_bench.py --prompt-tokens "$NP" --tokens "$TOKENS" --samples "$s" \
+                --dtype "$dt" --threads "$THREADS" >"$tmp/t.$r.txt" 2>&1 || { cat "$tmp/t.$r.txt" >&2; exit 1; }
+            r=$((r + 1))
+        done
+        [ -n "$rows" ] || sed -n '/^blas:/p; /^config:/p' "$tmp/t.1.txt"
+        tpre=$(tmed 's/.*tokens [0-9.]* s, \([0-9.]*\) tokens\/s | decode.*/\1/p')
+        tdec=$(tmed 's/.*decode.* s, \([0-9.]*\) tokens\/s, .*/\1/p')
+        tms=$(tmed 's/.*, \([0-9.]*\) ms\/step.*/\1/p')
+        g1="$tmp/g.1.json"
+        bw=$(for f in "$tmp"/g.*.json; do j "$f" bandwidth_pct; done | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }')
         rows="$rows
-| $dt | $s | $(j "$tmp/g.json" prefill_tokens_per_s) | $tpre | $(j "$tmp/g.json" prefill_gflops) ($(j "$tmp/g.json" prefill_peak_pct)% of $(j "$tmp/g.json" peak_gflops)) | $(j "$tmp/g.json" decode_tokens_per_s) | $tdec | $(j "$tmp/g.json" ms_per_step) | $tms | $(j "$tmp/g.json" bound_ms_per_step) | $(j "$tmp/g.json" decode_gbps) ($(j "$tmp/g.json" bandwidth_pct)% of $(j "$tmp/g.json" triad_gbps)) |"
+| $dt | $s | $(med prefill_tokens_per_s) | $tpre | $(med prefill_gflops) ($(med prefill_peak_pct)% of $(j "$g1" peak_gflops)) | $(med decode_tokens_per_s) | $tdec | $(med ms_per_step) | $tms | $(j "$g1" bound_ms_per_step) | $(med decode_gbps) ($(med bandwidth_pct)% of $(j "$g1" triad_gbps); runs $bw%) |"
     done
 done
 echo
 echo "| dtype | samples | gptc prefill tok/s | torch prefill tok/s | gptc prefill GFLOP/s (% of peak) | gptc decode tok/s | torch decode tok/s | gptc ms/step | torch ms/step | bound ms/step (weights / triad) | gptc GB/s (% of triad) |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |$rows"
 echo
-echo "decode tok/s counts every sample's tokens; a step advances all samples by one; bound = weight bytes per step / triad bandwidth (KV cache reads not counted); bf16: gptc reads a bf16 copy of the weights (fp32 activations and cache), torch runs the whole model in bfloat16"
+echo "medians of $REPS runs per row (gptc and torch alternating); decode tok/s counts every sample's tokens; a step advances all samples by one; bound = weight bytes per step / triad bandwidth (KV cache reads not counted); bf16: gptc reads a bf16 copy of the weights and keeps a bf16 KV cache (fp32 activations), torch runs the whole model in bfloat16"
