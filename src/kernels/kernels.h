@@ -230,7 +230,7 @@ enum { GPTC_GEMM_A16 = 1, GPTC_GEMM_B16 = 2, GPTC_GEMM_B_PANELS = 4 };
  * W[k][p*GPTC_MV_PANEL + j] at p*K*GPTC_MV_PANEL + k*GPTC_MV_PANEL + j. In bf16 each run of 32 columns
  * (64 bytes) is 16 pairs: 32-bit word i holds column i in its low half and column 16 + i in its high
  * half, so one vector load widens to two vectors of consecutive columns with a shift and a mask, half
- * the instructions of widening 16-bit lanes one by one (GPT-2 124M's matrices on a Xeon, 2 threads: bf16
+ * the instructions of widening 16-bit lanes one by one (one 200 MB matvec on a Xeon, 2 threads: bf16
  * panels streamed at 0.88 of fp32's bytes per second in order, 0.95 in pairs). A decode step's thread
  * then reads its panels as one stream, where the (K,N) form gives it a few hundred bytes of every row
  * (measured on the 124M model's matrices: ~15 % more bandwidth, fp32 and bf16). */
