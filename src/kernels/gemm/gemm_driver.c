@@ -76,6 +76,9 @@ void gptc_gemm_round_bf16(float *p, size_t n) {
 
 static size_t round_up(size_t x, size_t r) { return (x + r - 1) / r * r; }
 
+/* Bytes of one packed row (of A or B) over kc depths: kc rounded up to the ISA's k granularity */
+static size_t row_bytes(const gptc_gemm_isa *g, int kc) { return round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize; }
+
 static long clamp_down(long x, long multiple, long lo, long hi) {
     x = x / multiple * multiple;
     return x < lo ? lo : x > hi ? hi : x;
@@ -153,40 +156,42 @@ static void panel_rows16(const uint16_t *panel, int k0, int kc, uint16_t *out) {
     }
 }
 
+/* B's columns i0.. (m of them, i0 a multiple of r) x depths k0.. (kc) from matvec's panel form (depth
+ * s.K): each panel a (K, GPTC_MV_PANEL) matrix, its micro-panels whole (GPTC_MV_PANEL % r == 0, checked
+ * at the call); a bf16 panel's kc rows are first put back in column order (one panel at a time, so a
+ * block in L1). */
+static void pack_from_panels(const gptc_gemm_isa *g, gemm_src s, int i0, int k0, int m, int kc, int r, const void *X,
+                             char *out) {
+    const int P = GPTC_MV_PANEL;
+    const size_t es = s.x16 ? sizeof(uint16_t) : sizeof(float), kbytes = row_bytes(g, kc);
+    GPTC_ASSERT(i0 % r == 0);
+    uint16_t *rows16 = s.x16 ? (uint16_t *)gptc_workspace_get(&tl_rows16, (size_t)kc * P / 2) : NULL;
+    for (int i = i0; i < i0 + m;) {
+        const int n = GEMM_MIN(P * (i / P + 1), i0 + m) - i;
+        const char *src = (const char *)X + gptc_matvec_panel_at(s.K, 0, i - i % P, s.x16) * es;
+        char *dst = out + (size_t)(i - i0) * kbytes;
+        if (s.x16) {
+            panel_rows16((const uint16_t *)src, k0, kc, rows16);
+            s.pack16(1, rows16, P, i % P, 0, n, kc, r, dst);
+        } else {
+            s.pack(1, (const float *)src, P, i % P, k0, n, kc, r, dst);
+        }
+        i += n;
+    }
+}
+
 /* Packs rows i0.. (m of them) x depths k0.. (kc) of op(X) into micro-panels of r rows (gemm_driver.h),
  * rounded to bf16 when the ISA computes gemm_bf16 with fp32 FMAs (a bf16 source is already). */
 static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const void *X, int ldx, int i0, int k0, int m,
                         int kc, int r, char *out) {
-    if (s.panels) { /* B's columns i0.. from their panels: each a (K, GPTC_MV_PANEL) matrix, its micro-panels whole */
-        const int P = GPTC_MV_PANEL;
-        const size_t es = s.x16 ? sizeof(uint16_t) : sizeof(float);
-        const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
-        GPTC_ASSERT(i0 % r == 0); /* with P % r == 0 (checked at the call): whole micro-panels per panel */
-        /* bf16 panels: the kc rows of a panel in column order (one panel at a time, so a block in L1) */
-        uint16_t *rows16 = s.x16 ? (uint16_t *)gptc_workspace_get(&tl_rows16, (size_t)kc * P / 2) : NULL;
-        for (int i = i0; i < i0 + m;) {
-            const int n = GEMM_MIN(P * (i / P + 1), i0 + m) - i;
-            const char *src = (const char *)X + gptc_matvec_panel_at(s.K, 0, i - i % P, s.x16) * es;
-            char *dst = out + (size_t)(i - i0) * kbytes;
-            if (s.x16) {
-                panel_rows16((const uint16_t *)src, k0, kc, rows16);
-                s.pack16(1, rows16, P, i % P, 0, n, kc, r, dst);
-            } else {
-                s.pack(1, (const float *)src, P, i % P, k0, n, kc, r, dst);
-            }
-            i += n;
-        }
-        if (s.x16) return;
-    } else if (s.x16) {
+    if (s.panels)
+        pack_from_panels(g, s, i0, k0, m, kc, r, X, out);
+    else if (s.x16)
         s.pack16(trans, X, ldx, i0, k0, m, kc, r, out);
-        return;
-    } else {
+    else
         s.pack(trans, X, ldx, i0, k0, m, kc, r, out);
-    }
-    if (g->round_bf16) {
-        const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
-        (g->round ? g->round : gptc_gemm_round_bf16)((float *)out, round_up((size_t)m, (size_t)r) * kbytes / sizeof(float));
-    }
+    if (g->round_bf16 && !s.x16)
+        (g->round ? g->round : gptc_gemm_round_bf16)((float *)out, round_up((size_t)m, (size_t)r) * row_bytes(g, kc) / sizeof(float));
 }
 
 /* One thread's block of C: rows [r0, r1), columns [c0, c1) (multiples of the micro-tile but at
@@ -205,7 +210,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
          * against its A micro-panels (each in L1 while the B micro-panels stream past) */
         for (int pc = 0; pc < K; pc += KC) {
             const int kc = GEMM_MIN(KC, K - pc);
-            const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize; /* one row of a panel */
+            const size_t kbytes = row_bytes(g, kc); /* one row of a panel */
             const float bt = pc == 0 ? beta : 1.0f;
             const float *bs = pc == 0 ? bias : NULL; /* the bias joins the first partial sum */
             for (int ic = r0; ic < r1; ic += MC) {
@@ -225,7 +230,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
         const int nc = GEMM_MIN(NC, c1 - jc);
         for (int pc = 0; pc < K; pc += KC) {
             const int kc = GEMM_MIN(KC, K - pc);
-            const size_t kbytes = round_up((size_t)kc, (size_t)g->kstep) * (size_t)g->esize;
+            const size_t kbytes = row_bytes(g, kc);
             const float bt = pc == 0 ? beta : 1.0f;
             const float *bs = pc == 0 ? bias : NULL;
             pack_panels(g, sb, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
@@ -264,7 +269,7 @@ static void thread_block(const gptc_gemm_isa *g, const gemm_split *s, int t, int
 
 /* floats (rounded up) taking the packed rows of one block: all of its depth, esize bytes each */
 static size_t pack_floats(const gptc_gemm_isa *g, int K, size_t rows) {
-    size_t kbytes = round_up((size_t)GEMM_MIN(g->kc, K), (size_t)g->kstep) * (size_t)g->esize;
+    size_t kbytes = row_bytes(g, GEMM_MIN(g->kc, K));
     return (kbytes * rows + sizeof(float) - 1) / sizeof(float);
 }
 /* floats of the A block and the B panel a thread packs for its block */
