@@ -29,54 +29,6 @@ void gptc_sample_options_default(gptc_sample_options *o) {
     o->pack = 1;
 }
 
-typedef struct { float p; int id; } cand;
-
-static int by_prob_desc(const void *a, const void *b) {
-    const cand *x = a, *y = b;
-    if (x->p != y->p) return x->p < y->p ? 1 : -1;
-    return x->id - y->id; /* stable: ties by id */
-}
-
-/* Draws a token from logits (V) per the options; c is scratch (V). */
-static int draw(const float *logits, int V, const gptc_sample_options *o, cand *c, gptc_rng *rng) {
-    if (o->temperature <= 0) {
-        int best = 0;
-        for (int v = 1; v < V; v++)
-            if (logits[v] > logits[best]) best = v;
-        return best;
-    }
-    float maxv = -INFINITY;
-    for (int v = 0; v < V; v++)
-        if (logits[v] > maxv) maxv = logits[v];
-    double sum = 0;
-    for (int v = 0; v < V; v++) {
-        c[v].p = expf((logits[v] - maxv) / o->temperature);
-        c[v].id = v;
-        sum += c[v].p;
-    }
-    qsort(c, V, sizeof *c, by_prob_desc);
-    int n = V;
-    if (o->top_k > 0 && o->top_k < n) n = o->top_k;
-    if (o->top_p < 1) {
-        double cum = 0;
-        for (int i = 0; i < n; i++) {
-            cum += c[i].p / sum;
-            if (cum >= o->top_p) {
-                n = i + 1;
-                break;
-            }
-        }
-    }
-    double kept = 0;
-    for (int i = 0; i < n; i++) kept += c[i].p;
-    double u = gptc_rng_uniform(rng) * kept, acc = 0;
-    for (int i = 0; i < n; i++) {
-        acc += c[i].p;
-        if (u < acc) return c[i].id;
-    }
-    return c[n - 1].id;
-}
-
 /* Positions a cache holds after n tokens were fed one at a time under the sliding rule (a full cache of
  * maxT positions is rebuilt from the last maxT/2 tokens before the next one goes in): the prefill of a
  * prompt of n tokens takes its last held_after(n) tokens, so it continues as feeding them one by one did. */
@@ -92,7 +44,7 @@ gptc_status gptc_generate_many(const gptc_model *m, const gptc_tokenizer *tok, c
     gptc_decoder d = {0};
     int *ids = NULL, *hist = NULL, *next = NULL;
     size_t nids = 0, cap = 0;
-    cand *scratch = NULL;
+    gptc_draw_scratch *scratch = NULL;
     gptc_rng *rng = NULL;
     gptc_status st;
     int S = o->samples, maxT = m->cfg.context, keep = maxT / 2;
@@ -114,7 +66,7 @@ gptc_status gptc_generate_many(const gptc_model *m, const gptc_tokenizer *tok, c
     }
     if ((st = gptc_decoder_init(&d, m, S, rows, o->dtype, pack))) goto done;
     size_t hcap = (size_t)held + (size_t)o->tokens; /* each sample's tokens from the prefill's first on */
-    scratch = malloc(sizeof *scratch * m->cfg.vocab);
+    scratch = gptc_draw_scratch_new(tok->vocab);
     hist = malloc(sizeof *hist * hcap * S);
     next = malloc(sizeof *next * S);
     rng = malloc(sizeof *rng * S);
@@ -132,9 +84,9 @@ gptc_status gptc_generate_many(const gptc_model *m, const gptc_tokenizer *tok, c
     char buf[64];
     int steps = 0;
     for (int i = 0; i < o->tokens; i++) {
+        /* only ids the tokenizer can decode */
+        gptc_draw_tokens(logits, (size_t)m->Vp, S, tok->vocab, o, scratch, rng, next);
         for (int s = 0; s < S; s++) {
-            /* only ids the tokenizer can decode */
-            next[s] = draw(logits + (size_t)s * m->Vp, tok->vocab, o, scratch, &rng[s]);
             int len = tok->decode(tok, next[s], buf, sizeof buf);
             if (len > 0 && emit) emit(user, s, buf, (size_t)len);
         }
@@ -161,7 +113,7 @@ gptc_status gptc_generate_many(const gptc_model *m, const gptc_tokenizer *tok, c
         stats->step_weight_bytes = gptc_decoder_step_weight_bytes(m, o->dtype);
     }
 done:
-    free(scratch);
+    gptc_draw_scratch_free(scratch);
     free(hist);
     free(next);
     free(rng);
