@@ -173,12 +173,15 @@ TEST(attention_decode_levels_match_reference) {
  * bf16 caches: each sample within float rounding of attention_decode on that sample's whole cache (the
  * shared rows then its own; bf16: widened); at the SIMD levels each sample equal, bit for bit, to the
  * same sample alone (S 1, any P), and the output's padding (ldo wider than C) untouched. Ragged: S 1..6
- * (over the 4 of a group), P 0..Tc, HS not a multiple of the vector width. */
+ * (over the 4 of a group), P 0..Tc, HS not a multiple of the vector width; and heads of 4 or 8 whole
+ * vectors (the kernels' fast path). */
 TEST(attention_decode_shared_matches_attention_decode) {
     static const int cases[][5] = {
         /* C, NH, S, P, Tc */
         {64, 4, 1, 0, 1},   {64, 4, 3, 5, 9},    {36, 3, 5, 17, 17}, {768, 12, 4, 40, 47},
         {40, 1, 6, 0, 33},  {768, 12, 2, 33, 100}, {36, 3, 1, 7, 20}, {64, 4, 6, 1, 2},
+        /* heads of 64 and 128 (4 and 8 AVX-512 vectors: the fast path), with a partial sample group */
+        {128, 2, 5, 21, 38}, {256, 2, 5, 20, 37}, {256, 2, 1, 0, 17},
     };
     const gptc_kernels *r = gptc_kernels_ref();
     for (int l = 0; l < NLEVELS; l++) {

@@ -25,7 +25,7 @@ static const gptc_option g_sample_opts[] = {
     {"prompt", OPT_STRING, F(prompt), "TEXT", "text to continue (default: start a new document)", 0, 0},
     {"tokens", OPT_INT, F(tokens), "N", "new tokens to generate", 1, 1 << 20},
     {"samples", OPT_INT, F(samples), "N", "continuations of the prompt, generated together (prompt prefilled once, each step reads the weights once for all); sample i draws with --seed + i", 1, 4096},
-    {"dtype", OPT_STRING, G(dtype), "D", "weights the products read: fp32, or bf16 (a bf16 copy made once: half the bytes per step; activations and the KV cache stay fp32)", 0, 0},
+    {"dtype", OPT_STRING, G(dtype), "D", "weights the products read: fp32, or bf16 (a bf16 copy made once: half the bytes per step; the KV cache in bf16 too, activations in fp32)", 0, 0},
     {"temperature", OPT_FLOAT, F(temperature), "X", "softmax temperature (0: greedy)", 0, 100},
     {"top-k", OPT_INT, F(top_k), "K", "sample among the K most likely tokens (0: off)", 0, 1 << 20},
     {"top-p", OPT_FLOAT, F(top_p), "P", "sample among the most likely tokens whose probability adds up to P (1: off)", 1e-9, 1},

@@ -83,6 +83,21 @@ static inline void vld16pairs(const void *p, vf *lo, vf *hi) {
     *hi = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
 }
 
+/* even/odd split of the 2W values a (first W), b (next W): *even their elements 0, 2, .., 2W-2, *odd
+ * 1, 3, .., 2W-1 (the order vld16pairs gives a run of 2W bf16 values) */
+static inline void vunzip(vf a, vf b, vf *even, vf *odd) {
+    const __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+    const __m256 o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+/* vunzip's inverse: *a = (even0, odd0, even1, odd1, ..), *b the same from lane W/2 on */
+static inline void vzip(vf even, vf odd, vf *a, vf *b) {
+    const __m256 l = _mm256_unpacklo_ps(even, odd), h = _mm256_unpackhi_ps(even, odd);
+    *a = _mm256_permute2f128_ps(l, h, 0x20);
+    *b = _mm256_permute2f128_ps(l, h, 0x31);
+}
+
 /* ---- streaming stores and sums of squares (kernels/memops_simd.inc) ---- */
 #define VALIGN 32 /* bytes: vstream's alignment */
 /* a non-temporal store of a whole vector to p (VALIGN-aligned): the line is written without being read */

@@ -77,6 +77,22 @@ static inline void vld16pairs(const void *p, vf *lo, vf *hi) {
     *hi = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
+/* even/odd split of the 2W values a (first W), b (next W): *even their elements 0, 2, .., 2W-2, *odd
+ * 1, 3, .., 2W-1 (the order vld16pairs gives a run of 2W bf16 values) */
+static inline void vunzip(vf a, vf b, vf *even, vf *odd) {
+    const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    *even = _mm512_permutex2var_ps(a, ie, b);
+    *odd = _mm512_permutex2var_ps(a, io, b);
+}
+/* vunzip's inverse: *a = (even0, odd0, even1, odd1, ..), *b the same from lane W/2 on */
+static inline void vzip(vf even, vf odd, vf *a, vf *b) {
+    const __m512i ia = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i ib = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    *a = _mm512_permutex2var_ps(even, ia, odd);
+    *b = _mm512_permutex2var_ps(even, ib, odd);
+}
+
 /* ---- streaming stores and sums of squares (kernels/memops_simd.inc) ---- */
 #define VALIGN 64 /* bytes: vstream's alignment */
 /* a non-temporal store of a whole vector to p (VALIGN-aligned): the line is written without being read */
