@@ -249,6 +249,16 @@ static void cache_put(const gptc_model *m, const gptc_decoder *d, void *dst, siz
         m->be.mem->copy((float *)dst + i, src, sizeof(float) * C);
 }
 
+/* n rows of C values (row t at src + t*lds) into the cache's positions 0..n-1 at dst: copied, or (bf16 cache)
+ * first gathered into stage (n, C) and rounded in one call, a pass the kernel spreads over the threads rather
+ * than a call per row */
+static void cache_put_rows(const gptc_model *m, const gptc_decoder *d, void *dst, const float *src, size_t lds, int n,
+                           int C, float *stage) {
+    float *to = d->kv16 ? stage : dst;
+    for (int t = 0; t < n; t++) m->be.mem->copy(to + (size_t)t * C, src + (size_t)t * lds, sizeof(float) * C);
+    if (d->kv16) m->be.k->to_bf16(dst, stage, (size_t)n * C);
+}
+
 /* Copies the shared positions (sample 0's first d->shared rows) into every other sample's own rows. */
 static void unshare(const gptc_model *m, gptc_decoder *d) {
     int L = m->cfg.layers, C = m->cfg.channels;
@@ -273,10 +283,9 @@ const float *gptc_decoder_prefill(const gptc_model *m, gptc_decoder *d, int s, c
         const gptc_layer *w = &m->w.layer[l];
         void *kc = cache_at(d, d->k, l, s, C), *vc = cache_at(d, d->v, l, s, C);
         site_product(m, d, l, GPTC_LORA_QKV, true, n, d->pxn, d->pqkv);
-        for (int t = 0; t < n; t++) { /* every position's key and value into the cache */
-            cache_put(m, d, kc, (size_t)t * C, d->pqkv + (size_t)t * 3 * C + C, C);
-            cache_put(m, d, vc, (size_t)t * C, d->pqkv + (size_t)t * 3 * C + 2 * C, C);
-        }
+        /* every position's key and value into the cache (ptmp free until the attention's projection) */
+        cache_put_rows(m, d, kc, d->pqkv + C, 3 * (size_t)C, n, C, d->ptmp);
+        cache_put_rows(m, d, vc, d->pqkv + 2 * C, 3 * (size_t)C, n, C, d->ptmp);
         k->qkv_to_heads(d->pq, d->pk, d->pv, d->pqkv, 1, n, C, NH);
         k->flash_fwd(d->po, d->plse, d->pq, d->pk, d->pv, 1, NH, n, HS, 0.0f, 0);
         k->heads_to_rows(d->patty, d->po, 1, n, C, NH);
@@ -319,9 +328,9 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
     int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, V = m->cfg.vocab, S = d->S, t = d->len;
     for (int s = 0; s < S; s++) GPTC_ASSERT(tokens[s] >= 0 && tokens[s] < V);
     k->encoder_fwd(d->x, tokens, m->w.wte, m->w.wpe + (size_t)t * C, S, 1, C); /* S rows at position t */
-    for (int l = 0; l < L; l++) {
+    k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, m->w.layer[0].ln1w, m->w.layer[0].ln1b, S, C);
+    for (int l = 0; l < L; l++) { /* xn: LayerNorm 1 of x, after the encoder or the previous layer's fused residual */
         const gptc_layer *w = &m->w.layer[l];
-        k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln1w, w->ln1b, S, C);
         site_product(m, d, l, GPTC_LORA_QKV, false, S, d->xn, d->qkv);
         void *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C); /* sample s: + s*maxT*C */
         size_t lds = (size_t)d->maxT * C;
@@ -333,14 +342,14 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
         k->attention_decode_shared(d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1, S, C, NH,
                                    d->kv16);
         site_product(m, d, l, GPTC_LORA_ATTPROJ, false, S, d->atty, d->tmp);
-        k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
-        k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, w->ln2w, w->ln2b, S, C);
+        k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, w->ln2w, w->ln2b, S, C);
         site_product(m, d, l, GPTC_LORA_FC, false, S, d->xn, d->fch);
         gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->fch, d->fch, (size_t)S * 4 * C);
         site_product(m, d, l, GPTC_LORA_FCPROJ, false, S, d->fch, d->tmp);
-        k->residual_fwd(d->x, d->x, d->tmp, (size_t)S * C);
+        /* the residual, and the next layer's LayerNorm 1 (after the last, the final LayerNorm) in the same pass */
+        const float *lnw = l + 1 < L ? m->w.layer[l + 1].ln1w : m->w.lnfw, *lnb = l + 1 < L ? m->w.layer[l + 1].ln1b : m->w.lnfb;
+        k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, lnw, lnb, S, C);
     }
-    k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, m->w.lnfw, m->w.lnfb, S, C);
     k->matvec(1, d->wfmt, S, V, C, d->xn, C, d->cls, C, NULL, d->logits, m->Vp);
     d->len++;
     mem->synchronize();
