@@ -2,7 +2,9 @@
 # generate.sh — generation speed of GPT-2 124M, gptc beside PyTorch, on the same shapes: a prompt of
 # PROMPT (512) GPT-2 tokens (the start of tiny Shakespeare, cut to that many tokens) prefilled, then
 # TOKENS (128) new tokens per sample, greedy (--temperature 0: the draw costs next to nothing on
-# either side), fp32 and bf16, --samples 1 and 4 (generated together), on THREADS (2) threads.
+# either side) or with TEMP=T a draw from the top-p nucleus (TOP_P, default 0.95 then: gptc sample's
+# defaults are 0.8 and 0.95) on both sides, fp32 and bf16, --samples 1 and 4 (generated together), on
+# THREADS (2) threads.
 #   gptc: `gptc sample --pin --json` on a checkpoint of random weights (`gptc train --model gpt2 --steps 1`,
 #     made once under build/bench-generate; weights do not change the speed); its speed report gives
 #     prefill tokens/s and GFLOP/s against the FMA peak `gptc info` measures (cached in peak.json),
@@ -15,7 +17,7 @@
 # printed beside it). Prints both configurations, then one table. Goals (reported, not enforced): decode
 # at >= 80% of the bandwidth bound, prefill at >= 60% of the peak. Settings, from the environment or
 # NAME=VALUE arguments: THREADS (2), PROMPT (512), TOKENS (128), SAMPLES ("1 4"), DTYPES ("fp32 bf16"),
-# REPS (3).
+# REPS (3), TEMP (0), TOP_P (0.95 with TEMP, else 1).
 set -e
 for arg in "$@"; do
     case "$arg" in
@@ -25,7 +27,9 @@ for arg in "$@"; do
         SAMPLES=*) SAMPLES=${arg#*=} ;;
         DTYPES=*) DTYPES=${arg#*=} ;;
         REPS=*) REPS=${arg#*=} ;;
-        *) echo "generate: unknown argument '$arg' (expected THREADS=, PROMPT=, TOKENS=, SAMPLES=, DTYPES=, REPS=)" >&2; exit 2 ;;
+        TEMP=*) TEMP=${arg#*=} ;;
+        TOP_P=*) TOP_P=${arg#*=} ;;
+        *) echo "generate: unknown argument '$arg' (expected THREADS=, PROMPT=, TOKENS=, SAMPLES=, DTYPES=, REPS=, TEMP=, TOP_P=)" >&2; exit 2 ;;
     esac
 done
 cd "$(dirname "$0")/.."
@@ -35,7 +39,10 @@ TOKENS=${TOKENS:-128}
 SAMPLES=${SAMPLES:-1 4}
 DTYPES=${DTYPES:-fp32 bf16}
 REPS=${REPS:-3}
+TEMP=${TEMP:-0}
+case "$TEMP" in 0 | 0.0) TOP_P=${TOP_P:-1} ;; *) TOP_P=${TOP_P:-0.95} ;; esac
 case "$REPS" in '' | *[!0-9]* | 0) echo "generate: REPS=$REPS is not a positive whole number" >&2; exit 2 ;; esac
+case "$TEMP$TOP_P" in *[!0-9.]*) echo "generate: TEMP=$TEMP TOP_P=$TOP_P: give plain decimal numbers" >&2; exit 2 ;; esac
 GPTC=build/gptc
 [ -x "$GPTC" ] || { echo "generate: $GPTC not found; run make first" >&2; exit 1; }
 . bench/lib.sh
@@ -61,7 +68,7 @@ NP=$(count "$tmp/prompt")
 PTEXT=$(cat "$tmp/prompt")
 
 peer_setup "$THREADS"
-echo "gptc: $GPTC sample --threads $THREADS --pin --temperature 0 --tokens $TOKENS, prompt of $NP tokens, checkpoint $CKPT"
+echo "gptc: $GPTC sample --threads $THREADS --pin --temperature $TEMP --top-p $TOP_P --tokens $TOKENS, prompt of $NP tokens, checkpoint $CKPT"
 echo "config: GPT-2 124M, prompt $NP tokens, $TOKENS new tokens per sample, $THREADS threads, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
 
 j() { # the number of JSON field $2 in file $1
@@ -79,10 +86,10 @@ for dt in $DTYPES; do
         rm -f "$tmp"/g.*.json "$tmp"/t.*.txt
         r=1
         while [ $r -le "$REPS" ]; do
-            $GPTC sample --ckpt "$CKPT" --prompt "$PTEXT" --tokens "$TOKENS" --samples "$s" --dtype "$dt" --temperature 0 \
-                --threads "$THREADS" --pin --json >/dev/null 2>"$tmp/g.$r.json"
+            $GPTC sample --ckpt "$CKPT" --prompt "$PTEXT" --tokens "$TOKENS" --samples "$s" --dtype "$dt" --temperature "$TEMP" \
+                --top-p "$TOP_P" --threads "$THREADS" --pin --json >/dev/null 2>"$tmp/g.$r.json"
             peer_run /usr/bin/python3 bench/torch_generate_bench.py --prompt-tokens "$NP" --tokens "$TOKENS" --samples "$s" \
-                --dtype "$dt" --threads "$THREADS" >"$tmp/t.$r.txt" 2>&1 || { cat "$tmp/t.$r.txt" >&2; exit 1; }
+                --dtype "$dt" --threads "$THREADS" --temperature "$TEMP" --top-p "$TOP_P" >"$tmp/t.$r.txt" 2>&1 || { cat "$tmp/t.$r.txt" >&2; exit 1; }
             r=$((r + 1))
         done
         [ -n "$rows" ] || sed -n '/^blas:/p; /^config:/p' "$tmp/t.1.txt"
@@ -99,4 +106,4 @@ echo
 echo "| dtype | samples | gptc prefill tok/s | torch prefill tok/s | gptc prefill GFLOP/s (% of peak) | gptc decode tok/s | torch decode tok/s | gptc ms/step | torch ms/step | bound ms/step (weights / triad) | gptc GB/s (% of triad) |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |$rows"
 echo
-echo "medians of $REPS runs per row (gptc and torch alternating); decode tok/s counts every sample's tokens; a step advances all samples by one; bound = weight bytes per step / triad bandwidth (KV cache reads not counted); bf16: gptc reads a bf16 copy of the weights and keeps a bf16 KV cache (fp32 activations), torch runs the whole model in bfloat16"
+echo "medians of $REPS runs per row (gptc and torch alternating); $([ "$TEMP" = 0 ] && echo greedy || echo "temperature $TEMP, top-p $TOP_P on both sides"); decode tok/s counts every sample's tokens; a step advances all samples by one; bound = weight bytes per step / triad bandwidth (KV cache reads not counted); bf16: gptc reads a bf16 copy of the weights and keeps a bf16 KV cache (fp32 activations), torch runs the whole model in bfloat16"

@@ -5,12 +5,14 @@
 # position kept), then one incremental forward per new token over the cached keys. Caches are
 # preallocated (max length) and written in place (cheaper than HF's concatenation each step); the
 # prompt is prefilled once and its cache copied to --samples rows, which then step together (batch
-# = samples); greedy choice (argmax of the last row's logits, which alone go through the classifier).
+# = samples); greedy choice (argmax of the last row's logits, which alone go through the classifier), or
+# with --temperature T > 0 a draw from softmax(logits / T) restricted to the top-p nucleus (--top-p, as
+# Hugging Face's TopPLogitsWarper: the sorted probabilities' cumulative sum) by torch.multinomial.
 # fp32, or bf16 with the whole model cast to bfloat16 (weights, activations and caches: torch's own
 # bf16 inference). The peer of bench/generate.sh, run there through bench/lib.sh's peer_run (tcmalloc,
 # OpenBLAS's OpenMP build and AVX-512 kernels, pinned threads); it prints the configuration it got
 # (torch_train_bench.py's check) and then exactly one summary line:
-#   torch: fp32 samples=1 threads=2 | prefill 512 tokens 0.812 s, 630.5 tokens/s | decode 127 steps 4.100 s, 31.0 tokens/s, 32.28 ms/step
+#   torch: fp32 samples=1 threads=2 temperature=0 top_p=1 | prefill 512 tokens 0.812 s, 630.5 tokens/s | decode 127 steps 4.100 s, 31.0 tokens/s, 32.28 ms/step
 import argparse
 import math
 import os
@@ -54,7 +56,20 @@ def forward_cached(model, idx, kc, vc, pos):
     return model.ln_f(x[:, -1]) @ model.wte.weight.t()
 
 
-def generate(model, prompt, new, samples, dtype):
+def draw(logits, temperature, top_p, gen):
+    """Each row's next token: greedy (temperature 0), or sampled from the top-p nucleus of softmax(logits / T)."""
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1:
+        sp, si = torch.sort(probs, dim=-1, descending=True)
+        keep = (torch.cumsum(sp, dim=-1) - sp) < top_p  # the shortest run whose probability reaches top_p
+        sp = torch.where(keep, sp, torch.zeros_like(sp))
+        return si.gather(-1, torch.multinomial(sp, 1, generator=gen)).squeeze(-1)
+    return torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+
+
+def generate(model, prompt, new, samples, dtype, temperature=0.0, top_p=1.0, gen=None):
     """Prefill + new-1 steps; returns (prefill seconds, decode seconds, tokens)."""
     L, NH, C, T = model.layers, model.heads, model.channels, model.context
     shape = (1, NH, T, C // NH)
@@ -69,7 +84,7 @@ def generate(model, prompt, new, samples, dtype):
     logits = logits.expand(samples, -1)
     out = []
     for i in range(new):
-        nxt = logits.argmax(dim=-1)
+        nxt = draw(logits, temperature, top_p, gen)
         out.append(nxt)
         if i + 1 < new:
             logits = forward_cached(model, nxt[:, None], kc, vc, n + i)
@@ -85,9 +100,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
+    ap.add_argument("--top-p", type=float, default=1.0)
     a = ap.parse_args()
     if a.prompt_tokens < 1 or a.tokens < 2 or a.samples < 1 or a.prompt_tokens + a.tokens > CFG["context"]:
         ap.error("need 1 <= prompt-tokens, 2 <= tokens, prompt-tokens + tokens <= 1024, samples >= 1")
+    if not (a.temperature >= 0 and 0 < a.top_p <= 1):
+        ap.error("need temperature >= 0 and 0 < top-p <= 1")
     torch.set_num_threads(a.threads)
     torch.ones(64, 64) @ torch.ones(64, 64)  # loads and starts the BLAS before it is inspected
     err = configuration(a.threads)
@@ -102,10 +121,10 @@ def main():
     model = model.to(dtype)
     prompt = torch.randint(0, CFG["vocab"], (a.prompt_tokens,), generator=gen)
     with torch.inference_mode():
-        generate(model, prompt[:32], 4, a.samples, dtype)  # warm-up: allocator, BLAS threads
-        pre, dec, _ = generate(model, prompt, a.tokens, a.samples, dtype)
+        generate(model, prompt[:32], 4, a.samples, dtype, a.temperature, a.top_p, gen)  # warm-up: allocator, BLAS threads
+        pre, dec, _ = generate(model, prompt, a.tokens, a.samples, dtype, a.temperature, a.top_p, gen)
     steps = a.tokens - 1
-    print(f"torch: {a.dtype} samples={a.samples} threads={a.threads} | prefill {a.prompt_tokens} tokens {pre:.3f} s, "
+    print(f"torch: {a.dtype} samples={a.samples} threads={a.threads} temperature={a.temperature:g} top_p={a.top_p:g} | prefill {a.prompt_tokens} tokens {pre:.3f} s, "
           f"{a.prompt_tokens / pre:.1f} tokens/s | decode {steps} steps {dec:.3f} s, "
           f"{steps * a.samples / dec:.1f} tokens/s, {dec * 1e3 / steps:.2f} ms/step", flush=True)
 
