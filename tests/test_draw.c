@@ -3,7 +3,7 @@
  * ties by id), the kept run and the walk over it as the header states. The draw cuts the ranking at a
  * threshold and ranks with a radix sort; it must pick the same token for the same generator state on
  * flat and peaked logits, ties, top-k and top-p alone and together, top-p 1 (every token kept), and
- * greedy; gptc_draw_tokens must give each row what gptc_draw_token gives it alone. */
+ * greedy (NaN logits skipped); gptc_draw_tokens must give each row what gptc_draw_token gives it alone. */
 #include "test.h"
 
 #include "train/sampler.h"
@@ -121,6 +121,25 @@ TEST(draw_matches_full_ranking) {
     CHECK_EQ_INT(mismatches, 0);
     CHECK(draws > 500);
     CHECK(distinct > 20); /* the draws are random where they should be: the comparison can tell */
+}
+
+/* Greedy skips NaN logits wherever they fall in a block of the argmax (not at index 0, where the twin's
+ * first guess would keep one) */
+TEST(draw_greedy_skips_nans) {
+    const int V = 300;
+    float l[300];
+    make_logits(l, V, 1.0f, false, 5);
+    for (int v = 3; v < V; v += 37) l[v] = NAN;
+    l[11] = 50.0f; /* the largest, in the lane a NaN entered first (3 and 11 share lane 3 of a block) */
+    gptc_draw_scratch *s = gptc_draw_scratch_new(V);
+    gptc_sample_options o;
+    gptc_sample_options_default(&o);
+    o.temperature = 0;
+    gptc_rng a, b;
+    gptc_rng_seed(&a, 1), gptc_rng_seed(&b, 1);
+    CHECK_EQ_INT(gptc_draw_token(l, V, &o, s, &b), ref_draw(l, V, &o, &a));
+    CHECK_EQ_INT(gptc_draw_token(l, V, &o, s, &b), 11);
+    gptc_draw_scratch_free(s);
 }
 
 TEST(draw_tokens_rows_equal_single_draws) {

@@ -94,16 +94,16 @@ static void rank_by_weight(gptc_draw_cand *c, gptc_draw_cand *tmp, int n) {
     if (src != c) memcpy(c, src, sizeof *c * (size_t)n);
 }
 
-/* the first index of the largest logit (a NaN never is; 0 when none is a number). Blocks of 64 are reduced in 8 independent lanes (a
- * running compare-and-select carries one long chain through all V), and a block is searched for the index
- * only when its largest beats the best so far: rarely, after the first blocks. */
+/* the first index of the largest logit (a NaN never is; 0 when none is a number). Blocks of 64 are reduced
+ * in 8 independent lanes (a running compare-and-select carries one long chain through all V), and a block
+ * is searched for the index only when its largest beats the best so far: rarely, after the first blocks. */
 static int argmax(const float *logits, int V) {
     int best = 0, v = 0;
     float bv = -INFINITY;
     for (; v + 64 <= V; v += 64) {
         float m[8];
-        for (int j = 0; j < 8; j++) m[j] = logits[v + j];
-        for (int i = 8; i < 64; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = -INFINITY;
+        for (int i = 0; i < 64; i += 8)
             for (int j = 0; j < 8; j++) m[j] = logits[v + i + j] > m[j] ? logits[v + i + j] : m[j];
         float bm = m[0];
         for (int j = 1; j < 8; j++) bm = m[j] > bm ? m[j] : bm;
