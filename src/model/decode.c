@@ -347,7 +347,8 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
         gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->fch, d->fch, (size_t)S * 4 * C);
         site_product(m, d, l, GPTC_LORA_FCPROJ, false, S, d->fch, d->tmp);
         /* the residual, and the next layer's LayerNorm 1 (after the last, the final LayerNorm) in the same pass */
-        const float *lnw = l + 1 < L ? m->w.layer[l + 1].ln1w : m->w.lnfw, *lnb = l + 1 < L ? m->w.layer[l + 1].ln1b : m->w.lnfb;
+        const bool last = l + 1 == L;
+        const float *lnw = last ? m->w.lnfw : m->w.layer[l + 1].ln1w, *lnb = last ? m->w.lnfb : m->w.layer[l + 1].ln1b;
         k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, lnw, lnb, S, C);
     }
     k->matvec(1, d->wfmt, S, V, C, d->xn, C, d->cls, C, NULL, d->logits, m->Vp);
