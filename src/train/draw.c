@@ -10,6 +10,8 @@
  * token (top_p 1 without top_k keeps them all). */
 #include "train/sampler.h"
 
+#include "core/core.h"
+
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -29,7 +31,8 @@ typedef struct draw_arrays {
 } draw_arrays;
 
 struct gptc_draw_scratch {
-    int V, threads;
+    int V;       /* the most tokens a row may have */
+    int threads;
     draw_arrays *a; /* (threads) */
 };
 
@@ -153,9 +156,9 @@ static int draw_one(const float *logits, int V, const gptc_sample_options *o, dr
     for (size_t t = 0; t < sizeof k_thresholds / sizeof k_thresholds[0]; t++) {
         const float tau = k_thresholds[t];
         int nc = 0;
-        for (int v = 0; v < V; v++) { /* branch-free: a token in or out is not predictable */
-            s->c[nc] = (gptc_draw_cand){s->w[v], v};
-            nc += s->w[v] >= tau;
+        for (int id = 0; id < V; id++) { /* branch-free: a token in or out is not predictable */
+            s->c[nc] = (gptc_draw_cand){s->w[id], id};
+            nc += s->w[id] >= tau;
         }
         rank_by_weight(s->c, s->tmp, nc);
         const int n = kept_count(s->c, nc, V, o, sum);
@@ -173,11 +176,13 @@ static int draw_one(const float *logits, int V, const gptc_sample_options *o, dr
 }
 
 int gptc_draw_token(const float *logits, int V, const gptc_sample_options *o, gptc_draw_scratch *s, gptc_rng *rng) {
+    GPTC_ASSERT(V >= 1 && V <= s->V); /* the arrays hold the scratch's V tokens */
     return draw_one(logits, V, o, &s->a[0], rng);
 }
 
 void gptc_draw_tokens(const float *logits, size_t ld, int S, int V, const gptc_sample_options *o, gptc_draw_scratch *s,
                       gptc_rng *rng, int *out) {
+    GPTC_ASSERT(V >= 1 && V <= s->V);
     const int nt = S < s->threads ? S : s->threads;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && o->temperature > 0)
     for (int i = 0; i < S; i++) out[i] = draw_one(logits + (size_t)i * ld, V, o, &s->a[omp_get_thread_num()], &rng[i]);
