@@ -92,3 +92,30 @@ TEST(bench_ablation_table) {
     CHECK(out && strstr(out, "--data /nonexistent/shards: not found"));
     free(out);
 }
+
+/* `gptc info` with gemm_bf16 on the reference kernels (fp32 FMAs: no bf16 peak of its own) caches the
+ * fp32 probe's figure under fp32, not the vdpbf16ps probe's twice-higher one (which a cache that keeps
+ * the larger figure would then keep for good). The cache starts empty, so it must hold what info printed. */
+TEST(info_caches_no_bf16_figure_as_the_fp32_peak) {
+    char dir[1024], cmd[2048], path[1100], *out = NULL;
+    test_dir("peak_cache", "", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "XDG_CACHE_HOME=%s GPTC_KERNELS=ref %s info", dir, test_gptc_bin());
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    const char *line = out ? strstr(out, "peak (measured, fp32 FMA): ") : NULL;
+    double printed = line ? atof(line + strlen("peak (measured, fp32 FMA): ")) : 0;
+    if (printed <= 0) {
+        printf("    (no FMA probe on this CPU: nothing cached)\n");
+        free(out);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/gptc/peak.json", dir);
+    char *json = test_slurp(path);
+    const char *key = strstr(json, "|fp32|1\"");
+    const char *colon = key ? strchr(key, ':') : NULL;
+    CHECK_MSG(colon, "no 1-thread fp32 entry in %s: %s", path, json);
+    double cached = colon ? atof(colon + 1) : 0;
+    CHECK_MSG(cached > printed - 0.06 && cached < printed + 0.06, "cached fp32 peak %.2f, info printed %.1f", cached,
+              printed);
+    free(json);
+    free(out);
+}

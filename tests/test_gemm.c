@@ -95,7 +95,7 @@ TEST(gemm_pack_avx512_matches_portable) {
         printf("    (no AVX-512 on this CPU: nothing to compare)\n");
         return;
     }
-    const int rs[] = {12, 32}, ms[] = {1, 11, 12, 13, 16, 17, 31, 32, 33, 45}, kcs[] = {1, 15, 16, 17, 100};
+    const int rs[] = {12, 32}, ms[] = {1, 11, 12, 13, 16, 17, 31, 32, 33, 45, 64, 70}, kcs[] = {1, 15, 16, 17, 100};
     const int ldx = 140, rows = 120; /* covers i0 + m and k0 + kc either way round */
     float *X = rand_buf((size_t)rows * ldx);
     for (int ri = 0; ri < 2; ri++)
@@ -252,6 +252,12 @@ TEST(gemm_blocking_from_cache_sizes) {
     CHECK((long)g.mr * g.kc * 4 <= spr.l1d_bytes * 3 / 8 && (long)g.kc * g.nc * 4 <= spr.l2_bytes / 2);
     gptc_gemm_block_for_caches(&h, &spr);
     CHECK_MSG(h.kc == 768 && h.kc % 32 == 0, "intel bf16 kc %d", h.kc);
+    /* Zen 5: full-width FMAs but a 1 MiB L2, so Zen 4's order and fractions */
+    gptc_cpu_info zen5 = {.l1d_bytes = 48 << 10, .l2_bytes = 1 << 20, .l3_bytes = 32 << 20};
+    gptc_gemm_isa z = {.mr = 12, .nr = 32, .esize = 4, .kstep = 1};
+    gptc_gemm_block_for_caches(&z, &zen5);
+    CHECK_MSG(z.order == GPTC_GEMM_B_IN_L1 && z.mc == 144 && z.kc == 768 && z.nc == 3072, "zen5 fp32: %d %d %d %d",
+              z.order, z.mc, z.kc, z.nc);
     gptc_gemm_isa u = g;
     gptc_cpu_info none = {0};
     gptc_gemm_block_for_caches(&u, &none);
@@ -265,6 +271,18 @@ TEST(gemm_blocking_from_cache_sizes) {
     } else {
         printf("  (this CPU reports no cache sizes: only the rules were checked)\n");
     }
+}
+
+/* AMD's older cache leaves: L1d from Fn8000_0005 ECX[31:24] KiB, L2 from Fn8000_0006 ECX[31:16] KiB (the
+ * values a Zen 5 virtual machine gave), filling only sizes not known already. */
+TEST(cpu_caches_from_amd_legacy_leaves) {
+    gptc_cpu_info c = {0};
+    gptc_cpu_caches_from_amd_legacy(&c, 0x30400000u | 0x40u, 0x04006140u);
+    CHECK_MSG(c.l1d_bytes == 48 << 10 && c.l2_bytes == 1 << 20 && c.l3_bytes == 0, "l1d %ld l2 %ld l3 %ld", c.l1d_bytes,
+              c.l2_bytes, c.l3_bytes);
+    gptc_cpu_info known = {.l1d_bytes = 32 << 10, .l2_bytes = 2 << 20};
+    gptc_cpu_caches_from_amd_legacy(&known, 0x30400000u, 0x04006140u);
+    CHECK(known.l1d_bytes == 32 << 10 && known.l2_bytes == 2 << 20);
 }
 
 /* Both loop orders of the driver sum each C element in the same order, so they give the same bits;

@@ -254,7 +254,7 @@ TEST(gemm_bf16_pack_avx512_matches_scalar) {
         printf("    (no AVX512_BF16 on this CPU: nothing to compare)\n");
         return;
     }
-    const int rs[] = {12, 32}, ms[] = {1, 11, 12, 13, 16, 17, 31, 32, 33, 45};
+    const int rs[] = {12, 32}, ms[] = {1, 11, 12, 13, 16, 17, 31, 32, 33, 45, 64, 70};
     const int kcs[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 64, 100, 101};
     const int ldx = 150, rows = 140; /* covers i0 + m and k0 + kc either way round */
     float *X = randoms((size_t)rows * ldx);

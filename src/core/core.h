@@ -128,11 +128,17 @@ typedef struct gptc_cpu_info {
     int logical_cpus;
     int family, model;       /* CPUID display family and model (0 off x86) */
     bool fma512_half_width;  /* 512-bit FMAs run as two 256-bit halves (AMD Zen 4) */
-    /* Data cache sizes in bytes from CPUID (leaf 4 on Intel, 0x8000001D on AMD), else sysfs, else 0:
+    /* Data cache sizes in bytes from CPUID (leaf 4 on Intel, 0x8000001D on AMD), else sysfs, else (AMD's
+     * L1d and L2) the older leaves 0x80000005/6, else 0:
      * L1d and L2 as one core sees them, L3 the whole cache of the package (shared). */
     long l1d_bytes, l2_bytes, l3_bytes;
 } gptc_cpu_info;
 const gptc_cpu_info *gptc_cpu(void);
+/* L1d and L2 sizes still 0 in c from AMD's older cache leaves, for CPUs (often virtual) that do not
+ * give 0x8000001D: Fn8000_0005 ECX[31:24] the L1 data cache in KiB, Fn8000_0006 ECX[31:16] the L2 in
+ * KiB. Their L3 field is left alone: a virtual machine was seen to report the whole host's there
+ * (508 MiB), which is no guide to the cache one core's threads share. */
+void gptc_cpu_caches_from_amd_legacy(gptc_cpu_info *c, uint32_t ecx5, uint32_t ecx6);
 /* Whether this process may run AMX-BF16 tile instructions: amx_tile and amx_bf16 above, and Linux's
  * permission for XTILEDATA (XSTATE component 18). The permission is asked for once, on the first call
  * (arch_prctl(ARCH_REQ_XCOMP_PERM, 18), then checked with ARCH_GET_XCOMP_PERM; the kernels' dispatch

@@ -40,6 +40,11 @@ static void caches_from_sysfs(gptc_cpu_info *c) {
     }
 }
 
+void gptc_cpu_caches_from_amd_legacy(gptc_cpu_info *c, uint32_t ecx5, uint32_t ecx6) {
+    if (c->l1d_bytes == 0) c->l1d_bytes = (long)(ecx5 >> 24) << 10;
+    if (c->l2_bytes == 0) c->l2_bytes = (long)(ecx6 >> 16) << 10;
+}
+
 /* CPUID, XGETBV and <cpuid.h> exist only on x86 */
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -66,6 +71,16 @@ static void caches_from_cpuid(gptc_cpu_info *c, unsigned leaf) {
         long *slot = level == 1 ? &c->l1d_bytes : level == 2 ? &c->l2_bytes : level == 3 ? &c->l3_bytes : NULL;
         if (slot) *slot = size;
     }
+}
+
+/* AMD's older cache leaves, read where 0x8000001D is missing (virtual machines that hide it, with the
+ * topology-extensions bit clear, often keep these): gptc_cpu_caches_from_amd_legacy decodes them. */
+static void caches_from_amd_legacy(gptc_cpu_info *c, unsigned maxext) {
+    unsigned a = 0, b = 0, ecx5 = 0, ecx6 = 0, d = 0;
+    if (maxext < 0x80000006) return;
+    __get_cpuid(0x80000005, &a, &b, &ecx5, &d);
+    __get_cpuid(0x80000006, &a, &b, &ecx6, &d);
+    gptc_cpu_caches_from_amd_legacy(c, ecx5, ecx6);
 }
 
 static void detect(gptc_cpu_info *c) {
@@ -124,6 +139,7 @@ static void detect(gptc_cpu_info *c) {
     if (!amd && max_leaf >= 4) caches_from_cpuid(c, 4);
     if (amd && maxext >= 0x8000001D) caches_from_cpuid(c, 0x8000001D);
     caches_from_sysfs(c);
+    if (amd) caches_from_amd_legacy(c, maxext);
     c->fma512_half_width = amd && c->family == 0x19; /* Zen 4; Zen 5 (0x1A) runs them at full width */
     if (!c->os_avx) c->avx = c->avx2 = c->fma = false;
     if (!c->os_avx512) c->avx512f = c->avx512bw = c->avx512vl = c->avx512bf16 = false;

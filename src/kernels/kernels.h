@@ -327,7 +327,8 @@ double gptc_peak_cached(const char *cache_dir, int bf16, int threads, const char
  * returns: for a run whose achieved GFLOP/s exceeded a cached peak taken on a busy machine. */
 double gptc_peak_remeasure(const char *cache_dir, int bf16, int threads);
 /* Caches gflops, a probe just taken elsewhere (gptc info), if it is larger than the cached figure;
- * returns the figure now cached. */
+ * returns the figure now cached. A bf16 figure is refused (0) where gemm_bf16 runs on fp32 FMAs: that
+ * run's bf16 peak is the fp32 one, which a vdpbf16ps probe's figure would overstate twofold. */
 double gptc_peak_cache_offer(const char *cache_dir, int bf16, int threads, double gflops);
 /* The path of that cache file, into buf. */
 void gptc_peak_cache_file(const char *cache_dir, char *buf, size_t cap);

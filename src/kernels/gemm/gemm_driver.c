@@ -86,22 +86,27 @@ static long clamp_down(long x, long multiple, long lo, long hi) {
 
 /* Blocking from the cache sizes. The kernel reads, per k step, nr values of B (vector loads) and mr of
  * A (broadcasts).
- * - Full-width 512-bit FMAs (order A_IN_L1): the A micro-panel (mr x kc) takes 3/8 of L1d, so the
- *   streaming B micro-panels and C rows share the rest; the B panel (kc x nc) half of L2, re-read from
- *   there for every A micro-panel; the A block as tall as the thread's rows (up to 4092),
- *   so A is packed once per depth block and each B panel once per A block (gemm_block's A_IN_L1 loops);
- *   its micro-panels are read from L3 once per B panel. On this rule a 48 KiB L1d / 2 MiB L2 Intel core
- *   gets kc 384, nc 672 for fp32. Measured on such a core (Xeon, family 6 model 207,
- *   1 thread, 1024x3072x768, best of 6, a shared machine): 129 GFLOP/s against 111 for the Zen 4
+ * - Full-width 512-bit FMAs and an L2 of at least 2 MiB (order A_IN_L1): the A micro-panel (mr x kc)
+ *   takes 3/8 of L1d, so the streaming B micro-panels and C rows share the rest; the B panel (kc x nc)
+ *   half of L2, re-read from there for every A micro-panel; the A block as tall as the thread's rows
+ *   (up to 4092), so A is packed once per depth block and each B panel once per A block (gemm_block's
+ *   A_IN_L1 loops); its micro-panels are read from L3 once per B panel. On this rule a 48 KiB L1d /
+ *   2 MiB L2 Intel core gets kc 384, nc 672 for fp32. Measured on such a core (Xeon, family 6 model
+ *   207, 1 thread, 1024x3072x768, best of 6, a shared machine): 129 GFLOP/s against 111 for the Zen 4
  *   order and blocking with the same microkernel.
- * - Double-pumped FMAs (Zen 4, order B_IN_L1): the constants tuned there — kc 768 (GPT-2's C in one
- *   pass; 384 -> 768 gave +3-5%), an A block of 27/64 of L2 (144 x 768 fp32 in 1 MiB) and a B panel of
- *   9/32 of L3 (768 x 3072 fp32 in 32 MiB) — expressed as these fractions of its caches. */
+ * - Otherwise (order B_IN_L1), the constants tuned on Zen 4 (double-pumped FMAs) — kc 768 (GPT-2's C
+ *   in one pass; 384 -> 768 gave +3-5%), an A block of 27/64 of L2 (144 x 768 fp32 in 1 MiB) and a B
+ *   panel of 9/32 of L3 (768 x 3072 fp32 in 32 MiB) — expressed as these fractions of its caches.
+ *   Zen 5 (full width, 48 KiB L1d, 1 MiB L2) takes this order: there the A_IN_L1 rule's half-of-L2 B
+ *   panel (384 x 320) fell to a third of its speed on some runs of the classifier's products, a
+ *   quarter of L2 (384 x 160) with A blocks of up to 1356 rows held, and then the two orders were
+ *   within noise of each other at 2 threads on GPT-2's products, while a training step at T=64 was
+ *   faster in this one (docs/performance.md, "Zen 5"). */
 void gptc_gemm_block_for_caches(gptc_gemm_isa *g, const gptc_cpu_info *c) {
     const long l1 = c->l1d_bytes, l2 = c->l2_bytes, l3 = c->l3_bytes, es = g->esize;
     const long kq = 16L * g->kstep; /* kc a multiple of 16 k values (of pairs for bf16) */
     if (l1 <= 0 || l2 <= 0) return;
-    if (!c->fma512_half_width) {
+    if (!c->fma512_half_width && l2 >= 2L << 20) {
         g->order = GPTC_GEMM_A_IN_L1;
         g->kc = (int)clamp_down(l1 * 3 / 8 / (g->mr * es), kq, kq * 8, 2048);
         g->nc = (int)clamp_down(l2 / 2 / (g->kc * es), g->nr, g->nr * 4, 4096);
@@ -201,13 +206,17 @@ static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const voi
 static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int transA, int transB, int r0, int r1,
                        int c0, int c1, int K, const void *A, int lda, const void *B, int ldb, float beta,
                        const float *bias, float *C, int ldc, char *apack, char *bpack) {
-    const int MR = g->mr, NR = g->nr, MC = g->mc, KC = g->kc, NC = g->nc;
+    const int MR = g->mr, NR = g->nr, KC = g->kc, NC = g->nc;
 #define GEMM_TILE(ir, jr)                                                                                          \
     g->kernel(kc, apack + (size_t)(ir) * kbytes, bpack + (size_t)(jr) * kbytes, C + (size_t)(ic + (ir)) * ldc + jc + (jr), \
               ldc, GEMM_MIN(MR, mc - (ir)), GEMM_MIN(NR, nc - (jr)), bt, bs ? bs + jc + (jr) : NULL)
     if (g->order == GPTC_GEMM_A_IN_L1) {
         /* per depth block: each A block packed once, then every B panel of the thread's columns (in L2)
-         * against its A micro-panels (each in L1 while the B micro-panels stream past) */
+         * against its A micro-panels (each in L1 while the B micro-panels stream past). The thread's rows
+         * go in A blocks of equal height (whole micro-panels, at most mc), so that no thin last block packs
+         * every B panel again for a few rows. */
+        const int blocks = (r1 - r0 + g->mc - 1) / g->mc;
+        const int MC = (int)round_up((size_t)((r1 - r0 + blocks - 1) / blocks), (size_t)MR);
         for (int pc = 0; pc < K; pc += KC) {
             const int kc = GEMM_MIN(KC, K - pc);
             const size_t kbytes = row_bytes(g, kc); /* one row of a panel */
@@ -226,6 +235,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
         }
         return;
     }
+    const int MC = g->mc;
     for (int jc = c0; jc < c1; jc += NC) {
         const int nc = GEMM_MIN(NC, c1 - jc);
         for (int pc = 0; pc < K; pc += KC) {

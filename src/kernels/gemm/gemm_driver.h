@@ -42,7 +42,7 @@ typedef void (*gptc_gemm_pack16)(int trans, const uint16_t *X, int ldx, int i0, 
  *     A block (mc x kc) lives in L2 and the B panel (kc x nc) in L3 (double-pumped FMAs, e.g. Zen 4);
  *   GPTC_GEMM_A_IN_L1: for each A micro-panel (mr x kc), every B micro-panel of the panel in turn — the
  *     B panel lives in L2 and only the small broadcast operand sits in L1 (full-width FMAs, where the
- *     kernel consumes operands twice as fast: Intel server cores, Zen 5). */
+ *     kernel consumes operands twice as fast and L2 holds a 1 MiB panel: Intel server cores). */
 enum { GPTC_GEMM_B_IN_L1 = 0, GPTC_GEMM_A_IN_L1 = 1 };
 
 typedef struct gptc_gemm_isa {
@@ -85,8 +85,9 @@ void gptc_gemm_blocked_in16(const gptc_gemm_isa *isa, int transA, int transB, in
                             int ldc);
 
 /* Sets g's mc, kc, nc and order from the cache sizes of c (gptc_cpu: CPUID leaf 4 / 0x8000001D, else
- * sysfs) for a kernel of g's mr, nr, esize and kstep; leaves the fields as they are when the sizes are
- * unknown. The rules and the measurements behind them are in gemm_driver.c. */
+ * sysfs, else AMD's leaves 0x80000005/6) for a kernel of g's mr, nr, esize and kstep; leaves the fields
+ * as they are when the sizes are unknown. The rules and the measurements behind them are in
+ * gemm_driver.c. */
 struct gptc_cpu_info;
 void gptc_gemm_block_for_caches(gptc_gemm_isa *g, const struct gptc_cpu_info *c);
 

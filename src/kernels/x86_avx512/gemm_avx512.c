@@ -120,6 +120,12 @@ static void kernel_avx512_bf16(int kc, const void *a_, const void *b_, float *re
     store_tile(c0, c1, c, ldc, m, n, beta, bias);
 }
 
+/* Rows ahead that the packers ask for: a source read from memory is then in flight while the rows
+ * before it are packed. */
+#define PACK_PF_ROWS 4
+/* values ahead in a row that the transposing packers ask for (four lines of floats) */
+#define PACK_PF_AHEAD 64
+
 static inline __mmask16 low_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
 /* The 16 values (lanes of m, the others 0) at X + idx as fp32: floats, or bf16 values (x16) widened. */
@@ -135,7 +141,24 @@ static inline __attribute__((always_inline)) __m512 load_f32(const void *X, int 
 static inline __attribute__((always_inline)) void pack_f32_any(int trans, const void *X, int x16, int ldx, int i0,
                                                                int k0, int m, int kc, int r, void *out_) {
     float *out = out_;
-    for (int p = 0; p < m; p += r) {
+    int p = 0;
+    if (trans && r % 16 == 0) {
+        /* whole micro-panels of a multiple of 16 rows: depth by depth, so each k's run is read in one
+         * pass from the start (the prefetchers follow it) instead of 16 values per pass over all kc */
+        const int whole = m / r * r;
+        const int es = x16 ? 2 : 4;
+        for (int k = 0; k < kc; k++) {
+            const size_t x = (size_t)(k0 + k) * ldx + i0;
+            float *o = out + (size_t)k * r;
+            if (k + PACK_PF_ROWS < kc) /* a later run, on its way from memory while this one is copied */
+                for (int q = 0; q < whole * es; q += 64)
+                    _mm_prefetch((const char *)X + (x + (size_t)PACK_PF_ROWS * ldx) * es + q, _MM_HINT_T1);
+            for (int q = 0; q < whole; q += r)
+                for (int g = 0; g < r; g += 16) _mm512_storeu_ps(o + (size_t)q * kc + g, load_f32(X, x16, x + q + g, 0xFFFF));
+        }
+        p = whole;
+    }
+    for (; p < m; p += r) {
         const int rows = m - p < r ? m - p : r;
         float *o = out + (size_t)p * kc;
         for (int g = 0; g < r; g += 16) {
@@ -151,9 +174,11 @@ static inline __attribute__((always_inline)) void pack_f32_any(int trans, const 
                 const int kk = kc - k < 16 ? kc - k : 16;
                 const __mmask16 km = low_mask(kk);
                 __m512 t[16];
-                for (int i = 0; i < 16; i++)
-                    t[i] = i < nrow ? load_f32(X, x16, (size_t)(i0 + p + g + i) * ldx + k0 + k, km)
-                                    : _mm512_setzero_ps();
+                for (int i = 0; i < 16; i++) {
+                    const size_t x = (size_t)(i0 + p + g + i) * ldx + k0 + k;
+                    if (i < nrow) _mm_prefetch((const char *)X + (x + PACK_PF_AHEAD) * (x16 ? 2 : 4), _MM_HINT_T0);
+                    t[i] = i < nrow ? load_f32(X, x16, x, km) : _mm512_setzero_ps();
+                }
                 transpose16(t);
                 for (int j = 0; j < kk; j++) _mm512_mask_storeu_ps(o + (size_t)(k + j) * r + g, wm, t[j]);
             }
@@ -194,7 +219,29 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
     /* word 2i <- word i (k), word 2i+1 <- word 16+i (k+1) */
     const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
                                                 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    for (int p = 0; p < m; p += r) {
+    int p = 0;
+    if (trans && r % 16 == 0) {
+        /* whole micro-panels of a multiple of 16 rows: pair by pair, so each pair of runs is read in one
+         * pass from the start (as pack_f32_any) */
+        const int whole = m / r * r, es = x16 ? 2 : 4;
+        for (int k = 0; k < kc; k += 2) {
+            const size_t x = (size_t)(k0 + k) * ldx + i0;
+            const __mmask16 m1 = k + 1 < kc ? 0xFFFF : 0;
+            uint16_t *o = out + (size_t)k * r;
+            if (k + PACK_PF_ROWS + 1 < kc) /* as pack_f32_any */
+                for (int q = 0; q < whole * es; q += 64) {
+                    _mm_prefetch((const char *)X + (x + (size_t)PACK_PF_ROWS * ldx) * es + q, _MM_HINT_T1);
+                    _mm_prefetch((const char *)X + (x + (size_t)(PACK_PF_ROWS + 1) * ldx) * es + q, _MM_HINT_T1);
+                }
+            for (int q = 0; q < whole; q += r)
+                for (int g = 0; g < r; g += 16) {
+                    const __m512i t = load_bf16_runs(X, x16, x + q + g, x + ldx + q + g, 0xFFFF, m1);
+                    _mm512_storeu_si512(o + (size_t)q * kcp + 2 * g, _mm512_permutexvar_epi16(interleave, t));
+                }
+        }
+        p = whole;
+    }
+    for (; p < m; p += r) {
         const int rows = m - p < r ? m - p : r;
         uint16_t *o = out + (size_t)p * kcp;
         for (int g = 0; g < r; g += 16) {
@@ -214,6 +261,10 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
                 __m512 t[16];
                 for (int i = 0; i < 16; i++) {
                     const size_t x = (size_t)(i0 + p + g + i) * ldx + k0 + k;
+                    if (i < nrow) { /* as pack_f32_any: 2 lines of floats or 1 of bf16 per 32 values */
+                        _mm_prefetch((const char *)X + (x + PACK_PF_AHEAD) * (x16 ? 2 : 4), _MM_HINT_T0);
+                        if (!x16) _mm_prefetch((const char *)X + (x + PACK_PF_AHEAD + 16) * 4, _MM_HINT_T0);
+                    }
                     /* k..k+15 in words 0..15, k+16..k+31 in 16..31: already 16 pairs in order */
                     t[i] = i < nrow ? (__m512)load_bf16_runs(X, x16, x, x + 16, k0m, k1m) : _mm512_setzero_ps();
                 }
