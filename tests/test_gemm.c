@@ -258,6 +258,10 @@ TEST(gemm_blocking_from_cache_sizes) {
     gptc_gemm_block_for_caches(&z, &zen5);
     CHECK_MSG(z.order == GPTC_GEMM_B_IN_L1 && z.mc == 144 && z.kc == 768 && z.nc == 3072, "zen5 fp32: %d %d %d %d",
               z.order, z.mc, z.kc, z.nc);
+    /* an L3 not reported (a VM) counts as a 16 MiB share: a B panel of 4.5 MiB */
+    zen5.l3_bytes = 0;
+    gptc_gemm_block_for_caches(&z, &zen5);
+    CHECK_MSG(z.nc == 1536 && z.mc == 144 && z.kc == 768, "zen5, L3 unknown: nc %d", z.nc);
     gptc_gemm_isa u = g;
     gptc_cpu_info none = {0};
     gptc_gemm_block_for_caches(&u, &none);

@@ -101,7 +101,10 @@ static long clamp_down(long x, long multiple, long lo, long hi) {
  *   panel (384 x 320) fell to a third of its speed on some runs of the classifier's products, a
  *   quarter of L2 (384 x 160) with A blocks of up to 1356 rows held, and then the two orders were
  *   within noise of each other at 2 threads on GPT-2's products, while a training step at T=64 was
- *   faster in this one (docs/performance.md, "Zen 5"). */
+ *   faster in this one (docs/performance.md, "Zen 5"). That VM hides its L3: a panel of 768 x 1536
+ *   (4.5 MiB) instead of 768 x 3072 ran the classifier's forward (1024 x 50304 x 768) at 2 threads at
+ *   354 against 300 GFLOP/s (bf16: 532 against 380) in alternated runs, so an unknown L3 counts as a
+ *   16 MiB share. */
 void gptc_gemm_block_for_caches(gptc_gemm_isa *g, const gptc_cpu_info *c) {
     const long l1 = c->l1d_bytes, l2 = c->l2_bytes, l3 = c->l3_bytes, es = g->esize;
     const long kq = 16L * g->kstep; /* kc a multiple of 16 k values (of pairs for bf16) */
@@ -116,7 +119,9 @@ void gptc_gemm_block_for_caches(gptc_gemm_isa *g, const gptc_cpu_info *c) {
     g->order = GPTC_GEMM_B_IN_L1;
     g->kc = 768 * 4 / (int)es;
     g->mc = (int)clamp_down(l2 * 27 / 64 / (g->kc * es), g->mr, g->mr * 4, 4096);
-    if (l3 > 0) g->nc = (int)clamp_down(l3 * 9 / 32 / (g->kc * es), g->nr, g->nr * 4, 4096);
+    /* an L3 the CPU does not report (a VM hiding it) is taken as a 16 MiB share: a B panel of 4.5 MiB */
+    const long l3_share = l3 > 0 ? l3 : 16L << 20;
+    g->nc = (int)clamp_down(l3_share * 9 / 32 / (g->kc * es), g->nr, g->nr * 4, 4096);
 }
 
 /* The thread grid tm x tn (tm * tn = nt) with the least work on its busiest thread: multiply-adds
