@@ -154,7 +154,8 @@ static inline __attribute__((always_inline)) void pack_f32_any(int trans, const 
                 for (int q = 0; q < whole * es; q += 64)
                     _mm_prefetch((const char *)X + (x + (size_t)PACK_PF_ROWS * ldx) * es + q, _MM_HINT_T1);
             for (int q = 0; q < whole; q += r)
-                for (int g = 0; g < r; g += 16) _mm512_storeu_ps(o + (size_t)q * kc + g, load_f32(X, x16, x + q + g, 0xFFFF));
+                for (int g = 0; g < r; g += 16)
+                    _mm512_storeu_ps(o + (size_t)q * kc + g, load_f32(X, x16, x + q + g, 0xFFFF));
         }
         p = whole;
     }
