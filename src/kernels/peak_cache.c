@@ -110,8 +110,9 @@ double gptc_peak_remeasure(const char *cache_dir, int bf16, int threads) {
 double gptc_peak_cache_offer(const char *cache_dir, int bf16, int threads, double gflops) {
     /* a bf16 probe's figure where gemm_bf16 runs fp32 FMAs (kernels chosen by GPTC_KERNELS, say) is no
      * peak of what runs: it would land in the fp32 entry, twice as high as the FMAs can go */
-    if (bf16 && flops_kind(bf16) != PROBE_BF16) return 0;
-    return cache_entry(cache_dir, flops_kind(bf16), threads, NULL, OFFER, gflops);
+    const probe_kind what = flops_kind(bf16);
+    if (bf16 && what != PROBE_BF16) return 0;
+    return cache_entry(cache_dir, what, threads, NULL, OFFER, gflops);
 }
 
 double gptc_triad_cached(const char *cache_dir, int threads, bool measure_if_missing, bool *cached) {

@@ -126,6 +126,16 @@ static void kernel_avx512_bf16(int kc, const void *a_, const void *b_, float *re
 /* values ahead in a row that the transposing packers ask for (four lines of floats) */
 #define PACK_PF_AHEAD 64
 
+/* The lines of n elements of es bytes from element x of X on, asked for ahead of their reads (hint:
+ * _MM_HINT_T0 into L1, _MM_HINT_T1 into L2). */
+static inline __attribute__((always_inline)) void prefetch_run(const void *X, size_t x, int es, int n, int hint) {
+    const char *p = (const char *)X + x * es;
+    for (int b = 0; b < n * es; b += 64) {
+        if (hint == _MM_HINT_T0) _mm_prefetch(p + b, _MM_HINT_T0);
+        else _mm_prefetch(p + b, _MM_HINT_T1);
+    }
+}
+
 static inline __mmask16 low_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
 /* The 16 values (lanes of m, the others 0) at X + idx as fp32: floats, or bf16 values (x16) widened. */
@@ -145,14 +155,12 @@ static inline __attribute__((always_inline)) void pack_f32_any(int trans, const 
     if (trans && r % 16 == 0) {
         /* whole micro-panels of a multiple of 16 rows: depth by depth, so each k's run is read in one
          * pass from the start (the prefetchers follow it) instead of 16 values per pass over all kc */
-        const int whole = m / r * r;
-        const int es = x16 ? 2 : 4;
+        const int whole = m / r * r, es = x16 ? 2 : 4;
         for (int k = 0; k < kc; k++) {
             const size_t x = (size_t)(k0 + k) * ldx + i0;
             float *o = out + (size_t)k * r;
             if (k + PACK_PF_ROWS < kc) /* a later run, on its way from memory while this one is copied */
-                for (int q = 0; q < whole * es; q += 64)
-                    _mm_prefetch((const char *)X + (x + (size_t)PACK_PF_ROWS * ldx) * es + q, _MM_HINT_T1);
+                prefetch_run(X, x + (size_t)PACK_PF_ROWS * ldx, es, whole, _MM_HINT_T1);
             for (int q = 0; q < whole; q += r)
                 for (int g = 0; g < r; g += 16)
                     _mm512_storeu_ps(o + (size_t)q * kc + g, load_f32(X, x16, x + q + g, 0xFFFF));
@@ -177,8 +185,10 @@ static inline __attribute__((always_inline)) void pack_f32_any(int trans, const 
                 __m512 t[16];
                 for (int i = 0; i < 16; i++) {
                     const size_t x = (size_t)(i0 + p + g + i) * ldx + k0 + k;
-                    if (i < nrow) _mm_prefetch((const char *)X + (x + PACK_PF_AHEAD) * (x16 ? 2 : 4), _MM_HINT_T0);
-                    t[i] = i < nrow ? load_f32(X, x16, x, km) : _mm512_setzero_ps();
+                    t[i] = _mm512_setzero_ps();
+                    if (i >= nrow) continue;
+                    prefetch_run(X, x + PACK_PF_AHEAD, x16 ? 2 : 4, 1, _MM_HINT_T0);
+                    t[i] = load_f32(X, x16, x, km);
                 }
                 transpose16(t);
                 for (int j = 0; j < kk; j++) _mm512_mask_storeu_ps(o + (size_t)(k + j) * r + g, wm, t[j]);
@@ -229,11 +239,10 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
             const size_t x = (size_t)(k0 + k) * ldx + i0;
             const __mmask16 m1 = k + 1 < kc ? 0xFFFF : 0;
             uint16_t *o = out + (size_t)k * r;
-            if (k + PACK_PF_ROWS + 1 < kc) /* as pack_f32_any */
-                for (int q = 0; q < whole * es; q += 64) {
-                    _mm_prefetch((const char *)X + (x + (size_t)PACK_PF_ROWS * ldx) * es + q, _MM_HINT_T1);
-                    _mm_prefetch((const char *)X + (x + (size_t)(PACK_PF_ROWS + 1) * ldx) * es + q, _MM_HINT_T1);
-                }
+            if (k + PACK_PF_ROWS + 1 < kc) { /* as pack_f32_any */
+                prefetch_run(X, x + (size_t)PACK_PF_ROWS * ldx, es, whole, _MM_HINT_T1);
+                prefetch_run(X, x + (size_t)(PACK_PF_ROWS + 1) * ldx, es, whole, _MM_HINT_T1);
+            }
             for (int q = 0; q < whole; q += r)
                 for (int g = 0; g < r; g += 16) {
                     const __m512i t = load_bf16_runs(X, x16, x + q + g, x + ldx + q + g, 0xFFFF, m1);
@@ -262,12 +271,12 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
                 __m512 t[16];
                 for (int i = 0; i < 16; i++) {
                     const size_t x = (size_t)(i0 + p + g + i) * ldx + k0 + k;
-                    if (i < nrow) { /* as pack_f32_any: 2 lines of floats or 1 of bf16 per 32 values */
-                        _mm_prefetch((const char *)X + (x + PACK_PF_AHEAD) * (x16 ? 2 : 4), _MM_HINT_T0);
-                        if (!x16) _mm_prefetch((const char *)X + (x + PACK_PF_AHEAD + 16) * 4, _MM_HINT_T0);
-                    }
+                    t[i] = _mm512_setzero_ps();
+                    if (i >= nrow) continue;
+                    /* as pack_f32_any, the 32 values this step reads */
+                    prefetch_run(X, x + PACK_PF_AHEAD, x16 ? 2 : 4, 32, _MM_HINT_T0);
                     /* k..k+15 in words 0..15, k+16..k+31 in 16..31: already 16 pairs in order */
-                    t[i] = i < nrow ? (__m512)load_bf16_runs(X, x16, x, x + 16, k0m, k1m) : _mm512_setzero_ps();
+                    t[i] = (__m512)load_bf16_runs(X, x16, x, x + 16, k0m, k1m);
                 }
                 transpose16(t);
                 for (int j = 0; j < (kk + 1) / 2; j++)
