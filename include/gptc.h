@@ -138,6 +138,8 @@ typedef struct gptc_train_options {
     int fused_update;      /* 1: each layer's update inside the backward, one layer's gradients at a time (no
                             * whole-model gradient; two backward passes per step, for the exact global norm);
                             * needs total_batch = B*T (no accumulation) and one rank */
+    const char *pack_weights; /* "auto" (default), "on" or "off": the weight matrices kept packed for the
+                            * products, repacked after each update (the same results, more memory) */
     /* fine-tuning a part (src/model/gpt2.h gptc_pset): freeze fixes the tensors its patterns match (no gradient,
      * no optimizer state); lora > 0 trains rank-lora adapters on the lora_targets linear layers with the base
      * frozen whole, scaled by lora_alpha / lora (lora_alpha 0: = lora) */

@@ -1,7 +1,7 @@
 /* test_plan.c — the memory planner against what a training setup really allocates (counted by
- * gptc_alloc_stats; cases 4 and 7 with --fused-update's compact gradient arena, 5-7 compact optimizer state), ZeRO-1's split of the
- * optimizer state, --fused-update's gradients, `gptc plan`'s table, and `gptc train`
- * refusing a run that cannot fit before it allocates anything big. */
+ * gptc_alloc_stats; cases 4 and 7 with --fused-update's compact gradient arena, 5-7 compact optimizer
+ * state, 10-11 packed weights), ZeRO-1's split of the optimizer state, --fused-update's gradients, `gptc
+ * plan`'s table, and `gptc train` refusing a run that cannot fit before it allocates anything big. */
 #include "test.h"
 #include "model/plan.h"
 #include "optim/optim.h"
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 static const gptc_model_config k_cfg = {.layers = 2, .heads = 4, .channels = 128, .context = 256, .vocab = 512};
-enum { B = 4, T = 200, NCASES = 10 };
+enum { B = 4, T = 200, NCASES = 12 };
 
 /* the settings of each measured case */
 static void case_request(int c, gptc_mem_request *r) {
@@ -25,17 +25,20 @@ static void case_request(int c, gptc_mem_request *r) {
     r->dtype = c >= 2 ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
     const gptc_recompute rc[NCASES] = {GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_GELU, GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_ATTN,
                                        GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_BLOCK,
-                                       GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_NONE};
+                                       GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_BLOCK, GPTC_RECOMPUTE_NONE,
+                                       GPTC_RECOMPUTE_NONE, GPTC_RECOMPUTE_NONE};
     r->recompute = rc[c];
     r->fused_update = c == 4 || c == 7;
     /* the compact optimizer states (--optim-state): int8 (codes and a scale per block), bf16; case 7 is the
      * smallest setting, bf16 with block recompute, int8 state and the fused update */
     r->optim_state = c == 5 || c == 7 || c == 8 ? "int8" : c == 6 ? "bf16" : NULL;
     /* fine-tuning a part: LoRA r=8 on every linear layer (bf16, block recompute), and --freeze in fp32 */
-    r->lora = c == 8 ? 8 : 0;
-    r->lora_targets = c == 8 ? "attn,mlp" : NULL;
+    r->lora = c == 8 || c == 11 ? 8 : 0;
+    r->lora_targets = r->lora ? "attn,mlp" : NULL;
     r->freeze = c == 9 ? "wte,wpe,h.0.*" : NULL;
-    if (c >= 8) r->dtype = c == 8 ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
+    if (c >= 8) r->dtype = c == 8 || c == 11 ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
+    /* the weight matrices kept packed (--pack-weights): fp32, and bf16 LoRA */
+    r->pack_weights = c >= 10;
 }
 
 /* --fused-update's per-layer update (the trainer's hook, trainer_step.c, in small) */
@@ -80,6 +83,7 @@ TEST(plan_alloc_child) {
         CHECK_OK(gptc_model_lora_attach(&m, r.lora, 16.0f, targets, 1));
     }
     CHECK_OK(gptc_model_alloc_train(&m, B, T));
+    if (r.pack_weights) CHECK_OK(gptc_model_pack_weights(&m));
     gptc_ostate_type type = GPTC_OSTATE_FP32;
     if (r.optim_state) gptc_ostate_parse(r.optim_state, &type);
     const gptc_optimizer_kind *adamw = gptc_optimizer_find("adamw");
@@ -128,11 +132,12 @@ TEST(plan_matches_allocations) {
         double err = planned ? ((double)planned - (double)peak) / (double)planned : 1;
         gptc_mem_request r;
         case_request(c, &r);
-        printf("    %s %s %s recompute %-5s state %s%s%s%s: planned %.2f MiB, allocated %.2f MiB at peak (%+.2f%%), %.2f MiB "
+        printf("    %s %s %s recompute %-5s state %s%s%s%s%s: planned %.2f MiB, allocated %.2f MiB at peak (%+.2f%%), %.2f MiB "
                "live\n",
                r.naive_attention ? "naive" : "flash", r.no_fusion ? "unfused" : "fused", gptc_precision_name(r.dtype),
                gptc_recompute_name(r.recompute), r.optim_state ? r.optim_state : "fp32",
-               r.fused_update ? " fused-update" : "", r.lora ? " lora 8" : "", r.freeze ? " freeze" : "", planned / 1048576.0, peak / 1048576.0, 100 * err, live / 1048576.0);
+               r.fused_update ? " fused-update" : "", r.lora ? " lora 8" : "", r.freeze ? " freeze" : "",
+               r.pack_weights ? " packed weights" : "", planned / 1048576.0, peak / 1048576.0, 100 * err, live / 1048576.0);
         CHECK_MSG(fabs(err) <= 0.03, "case %d: planned %zu bytes, allocated %zu at peak", c, planned, peak);
         free(out);
     }

@@ -40,15 +40,24 @@ static double gemm_bytes(const gptc_backend *be, double M, double N, double K, b
 /* bytes of an activation element as stored: 2 for the bf16 ones */
 static double act_bytes(bool b16) { return b16 ? 2.0 : F32; }
 
-/* One product on the bound precision: operands marked in16 through gemm_bf16_in16 */
+/* One product on the bound precision: operands marked in16 through gemm_bf16_in16, a packed B through
+ * gptc_gemm_packed */
 static void run_gemm(const gptc_backend *be, int transA, int transB, int M, int N, int K, const void *A, int lda,
                      const void *B, int ldb, int in16, float beta, const float *bias, float *C, int ldc) {
-    if (in16) {
+    if (in16 & GPTC_GEMM_B_PACKED) {
+        GPTC_ASSERT(!transB);
+        gptc_gemm_packed(be->k, be->bf16, transA, M, N, K, A, lda, in16 & GPTC_GEMM_A16, B, beta, bias, C, ldc);
+    } else if (in16) {
         GPTC_ASSERT(be->bf16);
         be->k->gemm_bf16_in16(transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
     } else {
         be->gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, bias, C, ldc);
     }
+}
+
+/* The table slot a product's span is named after (a plugin's label where one replaced it) */
+static size_t gemm_slot(const gptc_backend *be, int in16) {
+    return be->bf16 && in16 ? SLOT(gemm_bf16_in16) : be->gemm_slot;
 }
 
 /* B*NH*HS * T(T+1)/2 query-key pairs x 2: the causal half's products, C = NH*HS */
@@ -136,22 +145,26 @@ void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, in
 }
 
 void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const void *inp, bool inp16,
-                        const void *w, bool w16, const float *b, int N, int IC, int OC) {
-    int in16 = (inp16 ? GPTC_GEMM_A16 : 0) | (w16 ? GPTC_GEMM_B16 : 0);
-    gptc_prof_begin(GPTC_PROF_FWD, span(be, in16 ? SLOT(gemm_bf16_in16) : be->gemm_slot, site), l);
-    run_gemm(be, 0, 0, N, OC, IC, inp, IC, w, OC, in16, 0.0f, be->fuse ? b : NULL, out, OC);
+                        gptc_be_weight w, const float *b, int N, int IC, int OC) {
+    int in16 = (inp16 ? GPTC_GEMM_A16 : 0) | (w.fwd ? GPTC_GEMM_B_PACKED : w.w16 ? GPTC_GEMM_B16 : 0);
+    gptc_prof_begin(GPTC_PROF_FWD, span(be, gemm_slot(be, in16), site), l);
+    run_gemm(be, 0, 0, N, OC, IC, inp, IC, w.fwd ? w.fwd : w.w, OC, in16, 0.0f, be->fuse ? b : NULL, out, OC);
     if (!be->fuse) be->k->bias_fwd(out, b, N, OC);
     gptc_prof_end(gemm_flops(N, OC, IC) + (double)N * OC, gemm_bytes(be, N, OC, IC, !be->fuse, true));
 }
 
-void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float *db,
-                        const float *dout, const void *inp, bool inp16, const void *w, bool w16, int N, int IC,
+void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float dw_beta,
+                        float *db, const float *dout, const void *inp, bool inp16, gptc_be_weight w, int N, int IC,
                         int OC) {
-    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 1, N, IC, OC, dout, OC, w, OC, w16 ? GPTC_GEMM_B16 : 0, 0.0f, NULL,
-                 dinp, IC);
+    if (w.dx)
+        gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 0, N, IC, OC, dout, OC, w.dx, 0, GPTC_GEMM_B_PACKED, 0.0f, NULL,
+                     dinp, IC);
+    else
+        gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 1, N, IC, OC, dout, OC, w.w, OC, w.w16 ? GPTC_GEMM_B16 : 0,
+                     0.0f, NULL, dinp, IC);
     if (dw)
-        gptc_be_gemm(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC, inp16 ? GPTC_GEMM_A16 : 0, 1.0f,
-                     NULL, dw, OC);
+        gptc_be_gemm(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC, inp16 ? GPTC_GEMM_A16 : 0,
+                     dw_beta, NULL, dw, OC);
     if (!db) return;
     gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(bias_bwd), sites.db), l);
     be->k->bias_bwd(db, dout, N, OC);
@@ -161,7 +174,7 @@ void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, 
 void gptc_be_gemm(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB, int M,
                   int N, int K, const void *A, int lda, const void *B, int ldb, int in16, float beta,
                   const float *bias, float *C, int ldc) {
-    gptc_prof_begin(cat, span(be, in16 ? SLOT(gemm_bf16_in16) : be->gemm_slot, site), l);
+    gptc_prof_begin(cat, span(be, gemm_slot(be, in16), site), l);
     run_gemm(be, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
     gptc_prof_end(gemm_flops(M, N, K) + (bias ? (double)M * N : 0), gemm_bytes(be, M, N, K, beta != 0, bias != NULL));
 }

@@ -54,21 +54,33 @@ void gptc_be_layernorm_bwd_residual(const gptc_backend *be, const char *site, in
                                     float *db, const float *dskip, const float *dout, const float *inp, const float *w,
                                     const float *mean, const float *rstd, int N, int C);
 
+/* A linear layer's weight as its products read it: w (IC,OC), the bf16 working copy of the weight when w16
+ * (O2, model/gpt2.h params16); fwd, dx: where the model keeps it packed (kernels.h gptc_gemm_pack_b; model/gpt2.h
+ * gptc_packed_weights) as the forward's B (W) and the input gradient's (W^T), read in place; NULL: each
+ * product packs w itself. The bits are the same either way. */
+typedef struct gptc_be_weight {
+    const void *w;
+    bool w16;
+    const void *fwd, *dx;
+} gptc_be_weight;
+
 /* A linear layer: out (N,OC) = inp (N,IC) @ w (IC,OC) + b (OC) (the bias in the GEMM's epilogue when
- * fused, else its own pass); w16: w is the bf16 working copy of the weight (O2, model/gpt2.h params16) */
+ * fused, else its own pass) */
 void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const void *inp, bool inp16,
-                        const void *w, bool w16, const float *b, int N, int IC, int OC);
-/* its backward: dinp (N,IC) = dout @ w^T (OVERWRITES), dw (IC,OC) += inp^T dout, db (OC) += column sums;
- * dw or db NULL (a frozen tensor): that product or sum is not run */
-void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float *db,
-                        const float *dout, const void *inp, bool inp16, const void *w, bool w16, int N, int IC,
+                        gptc_be_weight w, const float *b, int N, int IC, int OC);
+/* its backward: dinp (N,IC) = dout @ w^T (OVERWRITES), dw (IC,OC) = dw_beta * dw + inp^T dout (dw_beta 1:
+ * accumulate; 0: overwrite, dw may hold anything), db (OC) += column sums; dw or db NULL (a frozen tensor):
+ * that product or sum is not run */
+void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float dw_beta,
+                        float *db, const float *dout, const void *inp, bool inp16, gptc_be_weight w, int N, int IC,
                         int OC);
 /* x (n) *= s (LoRA's alpha/r; span category cat) */
 void gptc_be_scale(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, float *x, float s, size_t n);
 /* out (n) = x rounded to bf16 (the O2 working copy of the weights; span category optimizer) */
 void gptc_be_to_bf16(const gptc_backend *be, const char *site, uint16_t *out, const float *x, size_t n);
 /* One product with the bound GEMM (the kernels.h contract), span category cat; in16 (GPTC_GEMM_A16,
- * GPTC_GEMM_B16 bits) marks bf16 operands, 0 for fp32 ones. */
+ * GPTC_GEMM_B16 bits) marks bf16 operands, 0 for fp32 ones; GPTC_GEMM_B_PACKED (transB 0, ldb unused): B is
+ * op(B) packed whole by kernels.h gptc_gemm_pack_b for the bound precision. */
 void gptc_be_gemm(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB, int M,
                   int N, int K, const void *A, int lda, const void *B, int ldb, int in16, float beta,
                   const float *bias, float *C, int ldc);

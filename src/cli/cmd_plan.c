@@ -14,7 +14,7 @@ typedef struct plan_cli {
     int batch, seq;
     const char *dtype, *recompute, *optimizer, *optim_state, *freeze, *lora_targets;
     int ranks, zero, threads, lora;
-    int naive_attention, no_fusion, fused_update, bytes;
+    int naive_attention, no_fusion, fused_update, pack_weights, bytes;
     float memory_gib;
 } plan_cli;
 
@@ -36,6 +36,7 @@ static const gptc_option g_plan_opts[] = {
     {"freeze", OPT_STRING, F(freeze), "PATTERNS", "plan for gptc train --freeze (gradients and optimizer state of the other tensors only)", 0, 0},
     {"lora", OPT_INT, F(lora), "R", "plan for gptc train --lora R (gradients and optimizer state of the adapters only)", 0, 65536},
     {"lora-targets", OPT_STRING, F(lora_targets), "LIST", "as gptc train --lora-targets", 0, 0},
+    {"pack-weights", OPT_FLAG, F(pack_weights), "", "plan for the weight matrices kept packed (gptc train --pack-weights on, or auto where it keeps them)", 0, 0},
     {"memory", OPT_FLOAT, F(memory_gib), "GIB", "memory to fit in, GiB per rank (0: this machine's)", 0, 1e9},
     {"bytes", OPT_FLAG, F(bytes), "", "print the table in bytes, for scripts (bench/big_model.sh)", 0, 0},
 };
@@ -89,26 +90,27 @@ int gptc_cmd_plan(int argc, char **argv) {
     r.freeze = c.freeze;
     r.lora = c.lora;
     r.lora_targets = c.lora_targets;
+    r.pack_weights = c.pack_weights;
     gptc_mem_plan p;
     if (gptc_mem_plan_make(&r, &p)) {
         gptc_cli_error();
         return 2;
     }
     printf("plan: %s (%.1fM parameters), batch %d x %d, dtype %s, recompute %s, %s attention, %s, %d threads, "
-           "%d rank%s, zero %d%s%s%s\n",
+           "%d rank%s, zero %d%s%s%s%s\n",
            c.model, gptc_model_num_params(&r.model) / 1e6, r.batch, r.seq, c.dtype, c.recompute,
            r.naive_attention ? "naive" : "flash", r.no_fusion ? "unfused" : "fused", p.threads, r.ranks,
            r.ranks == 1 ? "" : "s", r.zero, r.fused_update ? ", fused update" : "", c.lora ? ", LoRA" : "",
-           c.freeze ? ", frozen tensors" : "");
+           c.freeze ? ", frozen tensors" : "", c.pack_weights ? ", packed weights" : "");
     const char *rows[] = {"parameters",  "bf16 weights copy", "gradients", "optimizer state",
-                          "activations", "workspace",         "total per rank"};
-    size_t vals[] = {p.params, p.weights16, p.grads, p.optim, p.acts, p.workspace, p.total};
+                          "activations", "packed weights",    "workspace", "total per rank"};
+    size_t vals[] = {p.params, p.weights16, p.grads, p.optim, p.acts, p.packed, p.workspace, p.total};
     char buf[32];
     /* what the optimizer state holds: "(adamw, int8 + scales)" */
     char what[96];
     snprintf(what, sizeof what, "  (%s, %s%s)", c.optimizer, c.optim_state,
              strcmp(c.optim_state, "int8") == 0 ? " + scales" : "");
-    for (int i = 0; i < 7; i++) printf("  %-17s %12s%s\n", rows[i], human(buf, sizeof buf, vals[i]), i == 3 ? what : "");
+    for (int i = 0; i < 8; i++) printf("  %-17s %12s%s\n", rows[i], human(buf, sizeof buf, vals[i]), i == 3 ? what : "");
     size_t have = c.memory_gib > 0 ? (size_t)(c.memory_gib * 1073741824.0) : gptc_machine_memory();
     if (have)
         printf("fits: %s (%s %s)\n", p.total <= have ? "yes" : "no", c.memory_gib > 0 ? "--memory" : "this machine has",

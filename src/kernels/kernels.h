@@ -222,7 +222,7 @@ typedef struct gptc_kernels {
  * matvec's panel form (GPTC_MV_PANEL below, gptc_matvec_pack; bf16 values with GPTC_GEMM_B16, else
  * floats), which the packers read panel by panel: the same bits as B in rows (a decoder's prefill reads
  * the copy its steps stream). */
-enum { GPTC_GEMM_A16 = 1, GPTC_GEMM_B16 = 2, GPTC_GEMM_B_PANELS = 4 };
+enum { GPTC_GEMM_A16 = 1, GPTC_GEMM_B16 = 2, GPTC_GEMM_B_PANELS = 4, GPTC_GEMM_B_PACKED = 8 };
 
 /* matvec's wfmt bits, and its panel form: W (K,N) cut into ceil(N/GPTC_MV_PANEL) panels of GPTC_MV_PANEL
  * columns, stored one after the other; panel p holds rows k = 0..K-1 of its columns, row after row, each
@@ -298,6 +298,22 @@ void gptc_kernels_overlay_avx512(gptc_kernels *k);
  * it returns (the reference bf16 product's rounded operand copies). */
 void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int threads, size_t *apack,
                        size_t *bpack, size_t *transient);
+
+/* Weights packed once for many products (the training step's, between two updates): op(B) (K,N) packed
+ * whole, as k's gemm (bf16: gemm_bf16 and gemm_bf16_in16) packs the B panels of every call, so that
+ * gptc_gemm_packed reads them in place instead of packing B again. gptc_gemm_packed gives the bits of
+ * k->gemm (bf16: gemm_bf16_in16 with in16 a16 | GPTC_GEMM_B16 where B16 was packed from bf16) on the same
+ * operands, for any M; Bp must come from gptc_gemm_pack_b with the same k, bf16, N and K.
+ *   gptc_gemm_packed_bytes: the packed size in bytes; 0 where k's product cannot read it (not the
+ *     blocked driver: the reference, a CUDA table, a plugin's gemm), and then nothing else here applies;
+ *   gptc_gemm_pack_b: writes it from B (row stride ldb, op(B) = transB ? B^T : B; b16: B holds bf16
+ *     values as with GPTC_GEMM_B16, bf16 only) on the OpenMP threads;
+ *   gptc_gemm_packed: C (M,N) = beta*C + op(A) op(B) [+ bias], A fp32 (a16: bf16 values, bf16 only). */
+size_t gptc_gemm_packed_bytes(const gptc_kernels *k, int bf16, int N, int K);
+void gptc_gemm_pack_b(const gptc_kernels *k, int bf16, int transB, int N, int K, const void *B, int ldb, int b16,
+                      void *out);
+void gptc_gemm_packed(const gptc_kernels *k, int bf16, int transA, int M, int N, int K, const void *A, int lda,
+                      int a16, const void *Bp, float beta, const float *bias, float *C, int ldc);
 
 /* Peak fp32 FMA throughput of this machine in GFLOP/s with `threads` threads (0: all), measured by
  * a register-only FMA loop in the widest ISA available (about 0.2 s). */

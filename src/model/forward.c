@@ -33,6 +33,13 @@ static const void *W(const gptc_model *m, const float *w) {
 }
 #define W16(m) ((m)->params16 != NULL)
 
+/* Layer l's weight w at site (GPTC_LORA_*) as its products read it: W(m, w) and, where the model keeps them
+ * (gpt2.h gptc_packed_weights), its packed forms */
+static gptc_be_weight LW(const gptc_model *m, int l, int site, const float *w) {
+    return (gptc_be_weight){W(m, w), W16(m), gptc_model_packed_form(m, l, site, GPTC_PACK_FWD),
+                            gptc_model_packed_form(m, l, site, GPTC_PACK_DX)};
+}
+
 /* A LayerNorm's dw, db gradient views, or for a frozen one (NULL view) the model's scratch (never read). */
 static float *GW(const gptc_model *m, float *dw) { return dw ? dw : m->gscratch; }
 static float *GB(const gptc_model *m, float *db) { return db ? db : m->gscratch + m->cfg.channels; }
@@ -126,20 +133,24 @@ static void block_forward(gptc_model *m, int l, int B, int T) {
     int C = m->cfg.channels, BT = B * T;
     gptc_acts *a = &m->a;
     const gptc_layer *w = &m->w.layer[l];
-    gptc_be_matmul_fwd(be, "qkv.fwd", l, a->qkv[l], a->ln1[l], a->act16, W(m, w->qkvw), W16(m), w->qkvb, BT, C, 3 * C);
+    gptc_be_matmul_fwd(be, "qkv.fwd", l, a->qkv[l], a->ln1[l], a->act16, LW(m, l, GPTC_LORA_QKV, w->qkvw), w->qkvb, BT,
+                       C, 3 * C);
     lora_forward(m, l, GPTC_LORA_QKV, a->qkv[l], a->ln1[l], a->act16, BT, C, 3 * C);
     attention_forward(m, l, B, T);
-    gptc_be_matmul_fwd(be, "attn.proj.fwd", l, a->attproj[l], a->atty[l], a->atty16, W(m, w->attprojw), W16(m), w->attprojb, BT, C,
+    gptc_be_matmul_fwd(be, "attn.proj.fwd", l, a->attproj[l], a->atty[l], a->atty16,
+                       LW(m, l, GPTC_LORA_ATTPROJ, w->attprojw), w->attprojb, BT, C,
                        C);
     lora_forward(m, l, GPTC_LORA_ATTPROJ, a->attproj[l], a->atty[l], a->atty16, BT, C, C);
     gptc_be_dropout_fwd(be, "attn.dropout.fwd", l, a->attproj[l], (size_t)BT * C, m->dropout, m->dropout_seed,
                         drop_stream(DROP_ATTN_RES, l));
     gptc_be_residual_layernorm_fwd(be, "res+ln2.fwd", l, a->residual2[l], a->ln2[l], a->act16, a->ln2_mean[l],
                                    a->ln2_rstd[l], block_input(m, l), a->attproj[l], w->ln2w, w->ln2b, BT, C);
-    gptc_be_matmul_fwd(be, "mlp.fc.fwd", l, a->fch[l], a->ln2[l], a->act16, W(m, w->fcw), W16(m), w->fcb, BT, C, 4 * C);
+    gptc_be_matmul_fwd(be, "mlp.fc.fwd", l, a->fch[l], a->ln2[l], a->act16, LW(m, l, GPTC_LORA_FC, w->fcw), w->fcb, BT, C,
+                       4 * C);
     lora_forward(m, l, GPTC_LORA_FC, a->fch[l], a->ln2[l], a->act16, BT, C, 4 * C);
     gelu_forward(m, l, BT);
-    gptc_be_matmul_fwd(be, "mlp.proj.fwd", l, a->fcproj[l], a->fch_gelu[l], a->act16, W(m, w->fcprojw), W16(m), w->fcprojb, BT,
+    gptc_be_matmul_fwd(be, "mlp.proj.fwd", l, a->fcproj[l], a->fch_gelu[l], a->act16,
+                       LW(m, l, GPTC_LORA_FCPROJ, w->fcprojw), w->fcprojb, BT,
                        4 * C, C);
     lora_forward(m, l, GPTC_LORA_FCPROJ, a->fcproj[l], a->fch_gelu[l], a->act16, BT, 4 * C, C);
     gptc_be_dropout_fwd(be, "mlp.dropout.fwd", l, a->fcproj[l], (size_t)BT * C, m->dropout, m->dropout_seed,
@@ -232,6 +243,7 @@ static void body_backward(gptc_model *m, int B, int T, bool again) {
         const gptc_layer *lw = &w->layer[l];
         gptc_layer *lg = &g->layer[l];
         recompute_layer(m, l, B, T, again);
+        const float dw_beta = m->grads_fresh ? 0.0f : 1.0f; /* the weights' gradients: unzeroed, or accumulated */
         /* only the buffers the kernels accumulate into need zeroing; the rest are overwritten (and, under
          * fused_update, the layers' one gradient slot) */
         float *const acc[] = {d->dfch, d->dqkv, d->dq, d->dk, d->dv};
@@ -245,12 +257,12 @@ static void body_backward(gptc_model *m, int B, int T, bool again) {
          * (into dln2, free until the MLP's input gradient overwrites it) */
         const float *dbranch = gptc_be_dropout_bwd(be, "mlp.dropout.bwd", l, d->dln2, d->dres_out, btc, m->dropout,
                                                    m->dropout_seed, drop_stream(DROP_MLP_RES, l));
-        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.proj"), l, d->dfch_gelu, lg->fcprojw, lg->fcprojb, dbranch,
-                           a->fch_gelu[l], a->act16, W(m, lw->fcprojw), W16(m), BT, 4 * C, C);
+        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.proj"), l, d->dfch_gelu, lg->fcprojw, dw_beta, lg->fcprojb,
+                           dbranch, a->fch_gelu[l], a->act16, LW(m, l, GPTC_LORA_FCPROJ, lw->fcprojw), BT, 4 * C, C);
         lora_backward(m, l, GPTC_LORA_FCPROJ, d->dfch_gelu, dbranch, a->fch_gelu[l], a->act16, BT, 4 * C, C);
         gptc_be_gelu_bwd(be, "gelu.bwd", l, m->cfg.gelu, d->dfch, a->fch[l], d->dfch_gelu, 4 * btc);
-        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.fc"), l, d->dln2, lg->fcw, lg->fcb, d->dfch, a->ln2[l], a->act16,
-                           W(m, lw->fcw), W16(m), BT, C, 4 * C);
+        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.fc"), l, d->dln2, lg->fcw, dw_beta, lg->fcb, d->dfch, a->ln2[l],
+                           a->act16, LW(m, l, GPTC_LORA_FC, lw->fcw), BT, C, 4 * C);
         lora_backward(m, l, GPTC_LORA_FC, d->dln2, d->dfch, a->ln2[l], a->act16, BT, C, 4 * C);
         /* dres2 = dres_out (through the skip) + ln_2's backward */
         gptc_be_layernorm_bwd_residual(be, "res+ln2.bwd", l, d->dres2, GW(m, lg->ln2w), GB(m, lg->ln2b), d->dres_out,
@@ -258,12 +270,12 @@ static void body_backward(gptc_model *m, int B, int T, bool again) {
         /* residual2 = res + dropout(attproj): both receive dres2, the branch through its mask (dln2 is free again) */
         dbranch = gptc_be_dropout_bwd(be, "attn.dropout.bwd", l, d->dln2, d->dres2, btc, m->dropout, m->dropout_seed,
                                       drop_stream(DROP_ATTN_RES, l));
-        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("attn.proj"), l, d->datty, lg->attprojw, lg->attprojb, dbranch,
-                           a->atty[l], a->atty16, W(m, lw->attprojw), W16(m), BT, C, C);
+        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("attn.proj"), l, d->datty, lg->attprojw, dw_beta, lg->attprojb,
+                           dbranch, a->atty[l], a->atty16, LW(m, l, GPTC_LORA_ATTPROJ, lw->attprojw), BT, C, C);
         lora_backward(m, l, GPTC_LORA_ATTPROJ, d->datty, dbranch, a->atty[l], a->atty16, BT, C, C);
         attention_backward(m, l, B, T);
-        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("qkv"), l, d->dln1, lg->qkvw, lg->qkvb, d->dqkv, a->ln1[l], a->act16,
-                           W(m, lw->qkvw), W16(m), BT, C, 3 * C);
+        gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("qkv"), l, d->dln1, lg->qkvw, dw_beta, lg->qkvb, d->dqkv, a->ln1[l],
+                           a->act16, LW(m, l, GPTC_LORA_QKV, lw->qkvw), BT, C, 3 * C);
         lora_backward(m, l, GPTC_LORA_QKV, d->dln1, d->dqkv, a->ln1[l], a->act16, BT, C, 3 * C);
         /* dres_in = dres2 (through the skip) + ln_1's backward */
         gptc_be_layernorm_bwd_residual(be, "res+ln1.bwd", l, d->dres_in, GW(m, lg->ln1w), GB(m, lg->ln1b), d->dres2,
@@ -279,6 +291,7 @@ static void body_backward(gptc_model *m, int B, int T, bool again) {
         gptc_be_encoder_bwd(be, "encoder.bwd", g->wte, g->wpe, d->dres_out, m->inputs, B, T, C);
     }
     if (!again) grads_ready(m, 0);
+    m->grads_fresh = false; /* a later backward adds to these gradients */
     gptc_be_phase_end(be); /* backward */
 }
 
@@ -291,18 +304,27 @@ static const void *lnf_row(const gptc_model *m, int r) {
 /* logits (n,Vp) = x (n,C) @ wte[:V]^T; x rows of lnf (bf16 when m->a.act16); the padding columns are not computed */
 static void classifier_fwd(gptc_model *m, const void *x, int n, float *logits) {
     int C = m->cfg.channels, V = m->cfg.vocab;
-    gptc_be_gemm(&m->be, GPTC_PROF_FWD, "classifier.fwd", -1, 0, 1, n, V, C, x, C, W(m, m->w.wte), C,
-                 (m->a.act16 ? GPTC_GEMM_A16 : 0) | (W16(m) ? GPTC_GEMM_B16 : 0), 0.0f, NULL, logits, m->Vp);
+    const void *packed = gptc_model_packed_form(m, -1, 0, GPTC_PACK_FWD);
+    int in16 = m->a.act16 ? GPTC_GEMM_A16 : 0;
+    if (packed)
+        gptc_be_gemm(&m->be, GPTC_PROF_FWD, "classifier.fwd", -1, 0, 0, n, V, C, x, C, packed, 0,
+                     in16 | GPTC_GEMM_B_PACKED, 0.0f, NULL, logits, m->Vp);
+    else
+        gptc_be_gemm(&m->be, GPTC_PROF_FWD, "classifier.fwd", -1, 0, 1, n, V, C, x, C, W(m, m->w.wte), C,
+                     in16 | (W16(m) ? GPTC_GEMM_B16 : 0), 0.0f, NULL, logits, m->Vp);
 }
 
-/* dx (n,C) = dlogits (n,Vp) @ wte[:V]; wte's gradient (Vp,C) += dlogits^T x (x as in classifier_fwd) */
-static void classifier_bwd(gptc_model *m, const float *dlogits, const void *x, int n, float *dx) {
+/* dx (n,C) = dlogits (n,Vp) @ wte[:V]; wte's gradient (Vp,C) += dlogits^T x (x as in classifier_fwd), or = it
+ * for the first chunk after gptc_model_zero_grad left it unzeroed (first && m->grads_fresh) */
+static void classifier_bwd(gptc_model *m, const float *dlogits, const void *x, int n, float *dx, bool first) {
     int C = m->cfg.channels, V = m->cfg.vocab, Vp = m->Vp;
-    gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dx.bwd", -1, 0, 0, n, C, V, dlogits, Vp, W(m, m->w.wte), C,
-                 W16(m) ? GPTC_GEMM_B16 : 0, 0.0f, NULL, dx, C);
+    const void *packed = gptc_model_packed_form(m, -1, 0, GPTC_PACK_DX);
+    gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dx.bwd", -1, 0, 0, n, C, V, dlogits, Vp,
+                 packed ? packed : W(m, m->w.wte), C, packed ? GPTC_GEMM_B_PACKED : W16(m) ? GPTC_GEMM_B16 : 0, 0.0f, NULL,
+                 dx, C);
     if (m->g.wte) /* NULL: wte frozen */
         gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dw.bwd", -1, 1, 0, V, C, n, dlogits, Vp, x, C,
-                     m->a.act16 ? GPTC_GEMM_B16 : 0, 1.0f, NULL, m->g.wte, C);
+                     m->a.act16 ? GPTC_GEMM_B16 : 0, first && m->grads_fresh ? 0.0f : 1.0f, NULL, m->g.wte, C);
 }
 
 /* The fused classifier on rows [r0, r0+n) of lnf: logits (n,Vp) in a->logits (the chunk buffer),
@@ -318,7 +340,7 @@ static void classifier_chunk(gptc_model *m, int r0, int n, bool grad, float dlos
         return;
     }
     gptc_be_crossentropy_fused(&m->be, "xent.fused", m->a.losses + r0, logits, m->targets + r0, dloss, n, V, Vp);
-    classifier_bwd(m, logits, x, n, m->d.dlnf + (size_t)r0 * C);
+    classifier_bwd(m, logits, x, n, m->d.dlnf + (size_t)r0 * C, r0 == 0);
 }
 
 static void classifier_chunks(gptc_model *m, int BT, bool grad, float dloss) {
@@ -340,9 +362,10 @@ static float finish_loss(gptc_model *m, int B, int T) {
     return m->loss;
 }
 
-/* Copies the batch to the backend and checks the shape against the arenas. */
+/* Copies the batch to the backend and checks the shape against the arenas; repacks the stale packed weights. */
 static void take_batch(gptc_model *m, const int *inputs, const int *targets, int B, int T) {
     GPTC_ASSERT(m->act_arena && B <= m->B && T <= m->T);
+    gptc_model_packed_refresh(m); /* the weights' packed forms, where an update left them stale */
     /* the arenas are planned for (m->B, m->T); smaller calls use the same views, which stay valid
      * because every activation is indexed with the call's own B and T */
     m->be.mem->copy_h2d(m->inputs, inputs, sizeof(int) * B * T);
@@ -376,6 +399,11 @@ float gptc_model_forward(gptc_model *m, const int *inputs, const int *targets, i
 }
 
 void gptc_model_zero_grad(gptc_model *m) {
+    if (m->zero_count) { /* the products overwrite the rest (gpt2.h grads_fresh) */
+        gptc_be_zero(&m->be, GPTC_PROF_OPT, "zero_grad", -1, m->zero_count, m->zero_bufs, m->zero_ns);
+        m->grads_fresh = true;
+        return;
+    }
     float *const grads[] = {m->fused_update ? m->cgrads : m->grads};
     const size_t n[] = {m->fused_update ? m->cgrad_floats : m->ps.floats}; /* the trainable set's compact arena */
     gptc_be_zero(&m->be, GPTC_PROF_OPT, "zero_grad", -1, 1, grads, n);
@@ -393,7 +421,7 @@ void gptc_model_backward(gptc_model *m, float dloss_scale) {
         gptc_be_phase_begin(&m->be, "classifier", -1);
         /* a->logits holds the probabilities after the loss */
         gptc_be_crossentropy_bwd(&m->be, "xent.bwd", d->dlogits, a->logits, m->targets, dloss_scale / BT, BT, V, Vp);
-        classifier_bwd(m, d->dlogits, a->lnf, BT, d->dlnf);
+        classifier_bwd(m, d->dlogits, a->lnf, BT, d->dlnf, true);
         gptc_be_phase_end(&m->be);
     }
     body_backward(m, B, T, false);

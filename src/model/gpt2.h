@@ -153,6 +153,23 @@ typedef struct gptc_dacts {
  * more activation memory. */
 #define GPTC_CLASSIFIER_CHUNK 1024
 
+/* The training step's weight matrices kept packed for its products (model/packed.c): the two forms of each
+ * (GPTC_PACK_FWD: what the forward multiplies by, GPTC_PACK_DX: what the input gradient multiplies by),
+ * each with the range of the parameter arena it was packed from and whether that range changed since. */
+enum { GPTC_PACK_FWD, GPTC_PACK_DX, GPTC_PACK_FORMS };
+typedef struct gptc_packed_mat {
+    void *p;        /* kernels.h gptc_gemm_pack_b's form, in the arena below */
+    size_t lo, hi;  /* the weight's floats [lo, hi) in m->params */
+    bool stale;     /* a change in [lo, hi) since it was packed: repacked at the next forward */
+} gptc_packed_mat;
+typedef struct gptc_packed_weights {
+    char *arena;            /* one allocation on the model's memory */
+    size_t bytes;
+    int n;                  /* (L * GPTC_LORA_SITES + 1) * GPTC_PACK_FORMS: layer l's site s form f at index
+                             * (l * GPTC_LORA_SITES + s) * GPTC_PACK_FORMS + f, then wte's two */
+    gptc_packed_mat *mats;  /* [n] */
+} gptc_packed_weights;
+
 typedef struct gptc_model {
     gptc_model_config cfg;
     int Vp;
@@ -203,6 +220,18 @@ typedef struct gptc_model {
                                  * the tests that compare the two set it */
     bool fp32_weights;          /* under bf16, no working copy: the GEMMs round the fp32 weights as they pack
                                  * them (the tests that compare the two set it) */
+    /* --pack-weights (gptc_model_pack_weights, after gptc_model_alloc_train): the matrices packed once per
+     * change for the step's products; NULL: every product packs the weight it reads. */
+    gptc_packed_weights *packed;
+    /* Zeroing only what the backward accumulates into: training the whole model on the whole arena (no
+     * freeze, LoRA or fused_update), gptc_model_zero_grad zeroes the zero_count ranges zero_bufs/zero_ns of
+     * m->grads — all but each layer's four matrices' and wte's gradients, whose first writers are products —
+     * and sets grads_fresh; the next backward's products then overwrite those (beta 0) instead of adding to
+     * zeros read back from memory, and the backward clears it. Ranges set by gptc_model_alloc_train. */
+    bool grads_fresh;
+    int zero_count;
+    float **zero_bufs;
+    size_t *zero_ns;
     /* The backend the model runs on, bound by gptc_model_bind_kernels from k, precision and fuse: the
      * training step (forward.c) and decoding (decode.c, fp32 on be.k) call nothing else. */
     gptc_backend be;
@@ -235,7 +264,8 @@ typedef struct gptc_model {
 
 /* After anything wrote parameters [lo, hi) of m->params (an optimizer update of that range, loading or
  * initialising weights, an all-gather): refreshes what the model derives from them (under O2 bf16, the
- * bf16 working copy the products read). Cheap when nothing is derived. */
+ * bf16 working copy the products read; packed weights are marked for repacking at the next forward).
+ * Cheap when nothing is derived. */
 void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi);
 
 /* ---- what training updates (model/trainable.c, model/lora.c) */
@@ -299,6 +329,21 @@ gptc_status gptc_model_init(gptc_model *m, const gptc_model_config *cfg);
  * model's memory and table are then the CUDA backend's). */
 gptc_status gptc_model_init_on(gptc_model *m, const gptc_model_config *cfg, int device);
 void gptc_model_free(gptc_model *m);
+/* Packed weights (gptc_model.packed; model/packed.c). gptc_model_packed_bytes: the bytes they take for cfg on
+ * k (bf16: for --dtype bf16's products), 0 where k's products cannot read them (then packing is off).
+ * gptc_model_pack_weights: allocates them on m's backend (after gptc_model_alloc_train; nothing where the
+ * bytes are 0), every form stale; the next forward packs them. gptc_model_packed_changed: marks the forms
+ * whose weight overlaps arena floats [lo, hi) stale (gptc_model_params_changed calls it).
+ * gptc_model_packed_refresh: repacks the stale forms (a "weights.pack" span; the start of every forward).
+ * gptc_model_packed_form: layer l's site's form (l -1: wte's), or NULL when m keeps none. */
+size_t gptc_model_packed_bytes(const gptc_kernels *k, const gptc_model_config *cfg, bool bf16);
+size_t gptc_model_packed_table_bytes(const gptc_model_config *cfg); /* the table's, as gptc_alloc counts them */
+gptc_status gptc_model_pack_weights(gptc_model *m);
+void gptc_model_packed_free(gptc_model *m);
+void gptc_model_packed_changed(gptc_model *m, size_t lo, size_t hi);
+void gptc_model_packed_refresh(gptc_model *m);
+const void *gptc_model_packed_form(const gptc_model *m, int l, int site, int form);
+
 /* GPT-2 initialisation: weights N(0, 0.02), residual projections (attn.c_proj, mlp.c_proj)
  * N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1; deterministic in seed. */
 void gptc_model_init_weights(gptc_model *m, uint64_t seed);
@@ -332,7 +377,9 @@ size_t gptc_model_fused_grad_floats(const gptc_model_config *cfg);
  * the logits in m->a.logits (B,T,Vp), which only an unfused model (m->fuse false) keeps. B,T must
  * not exceed the allocated ones. */
 float gptc_model_forward(gptc_model *m, const int *inputs, const int *targets, int B, int T);
-/* Zeroes the gradients: m->grads, or with fused_update the whole of m->cgrads. */
+/* Zeroes the gradients for a new accumulation: m->grads, or with fused_update the whole of m->cgrads; where
+ * m->zero_count is set, the ranges the backward accumulates into, and the rest is overwritten by the next
+ * backward (gptc_model.grads_fresh): either way the next backward's gradients are its own. */
 void gptc_model_zero_grad(gptc_model *m);
 /* Backward of the last forward, accumulating into m->grads; dloss_scale multiplies the gradient
  * of the mean loss (1/accumulation steps). */

@@ -141,13 +141,15 @@ fail:
 }
 
 void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi) {
-    if (!m->params16 || lo >= hi) return;
-    gptc_be_to_bf16(&m->be, "weights.to_bf16", m->params16 + lo, m->params + lo, hi - lo);
+    if (lo >= hi) return;
+    if (m->params16) gptc_be_to_bf16(&m->be, "weights.to_bf16", m->params16 + lo, m->params + lo, hi - lo);
+    gptc_model_packed_changed(m, lo, hi);
 }
 
 void gptc_model_free(gptc_model *m) {
     const gptc_backend_memory *mem = m->be.mem ? m->be.mem : gptc_backend_cpu_memory();
     gptc_model_lora_free(m); /* its gradients are m->grads */
+    gptc_model_packed_free(m);
     mem->free(m->params);
     mem->free(m->grads);
     mem->free(m->params16);
@@ -158,6 +160,8 @@ void gptc_model_free(gptc_model *m) {
     gptc_free(m->tensors);
     gptc_free(m->w.layer);
     gptc_free(m->g.layer);
+    gptc_free(m->zero_bufs);
+    gptc_free(m->zero_ns);
     mem->free(m->act_arena);
     mem->free(m->dact_arena);
     gptc_free(m->a.ln1);
@@ -391,6 +395,40 @@ static bool point_part_views(gptc_model *m, int B, int T) {
     return lr->du != NULL;
 }
 
+/* The ranges of m->grads that gptc_model_zero_grad zeroes when the products write their gradients first
+ * (gpt2.h grads_fresh): the whole arena but each layer's four matrices (written by their dW products) and
+ * wte's V rows (by the classifier's; the padding rows and the rest stay zeroed, as the encoder's scatter
+ * and the kernels that add into biases and LayerNorms need). zero_range_before: the range from *at up to
+ * the product-written gradient g (n floats), then *at past it. */
+static void zero_range_before(gptc_model *m, size_t *at, const float *g, size_t n) {
+    size_t start = (size_t)(g - m->grads);
+    GPTC_ASSERT(start >= *at); /* the product-written gradients come in arena order */
+    if (start > *at) {
+        m->zero_bufs[m->zero_count] = m->grads + *at;
+        m->zero_ns[m->zero_count++] = start - *at;
+    }
+    *at = start + n;
+}
+
+static gptc_status plan_zero_ranges(gptc_model *m) {
+    int L = m->cfg.layers;
+    size_t C = (size_t)m->cfg.channels, at = 0, most = 4 * (size_t)L + 2; /* ranges: before each, and the tail */
+    m->zero_bufs = gptc_alloc(sizeof(float *) * most, "zero_grad ranges");
+    m->zero_ns = gptc_alloc(sizeof(size_t) * most, "zero_grad ranges");
+    if (!m->zero_bufs || !m->zero_ns) return GPTC_ERR_NOMEM;
+    m->zero_count = 0;
+    zero_range_before(m, &at, m->g.wte, (size_t)m->cfg.vocab * C);
+    for (int l = 0; l < L; l++) {
+        const gptc_layer *g = &m->g.layer[l];
+        zero_range_before(m, &at, g->qkvw, 3 * C * C);
+        zero_range_before(m, &at, g->attprojw, C * C);
+        zero_range_before(m, &at, g->fcw, 4 * C * C);
+        zero_range_before(m, &at, g->fcprojw, 4 * C * C);
+    }
+    zero_range_before(m, &at, m->grads + m->num_floats, 0); /* the rest: the last layer's tail, ln_f */
+    return GPTC_OK;
+}
+
 gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
     GPTC_ASSERT(!m->grads && !m->cgrads && !m->act_arena);
     gptc_model_bind_kernels(m);
@@ -446,6 +484,8 @@ gptc_status gptc_model_alloc_train(gptc_model *m, int B, int T) {
         if (!point_part_views(m, B, T)) return GPTC_ERR_NOMEM;
     } else {
         point_views(m, m->grads, &m->g);
+        gptc_status st = plan_zero_ranges(m);
+        if (st) return st;
     }
     m->B = B;
     m->T = T;

@@ -224,7 +224,9 @@ gptc_status gptc_mem_plan_make(const gptc_mem_request *r, gptc_mem_plan *out) {
     if (ts.part) out->grads = ts.grads + (r->zero && r->ranks > 1 ? gptc_alloc_block_bytes(share * sizeof(float)) : 0);
     out->acts = mb.acts + 2 * batch_copy + ts.acts; /* the trainer's own (B,T) inputs and targets */
     out->workspace = work;
-    out->total = out->params + out->weights16 + out->grads + out->optim + out->acts + out->workspace;
+    size_t packed = r->pack_weights ? gptc_model_packed_bytes(k, &r->model, r->dtype == GPTC_PRECISION_BF16) : 0;
+    out->packed = packed ? gptc_alloc_block_bytes(packed) + gptc_model_packed_table_bytes(&r->model) : 0;
+    out->total = out->params + out->weights16 + out->grads + out->optim + out->acts + out->packed + out->workspace;
     out->threads = threads;
     return GPTC_OK;
 }

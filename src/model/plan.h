@@ -22,6 +22,7 @@ typedef struct gptc_mem_request {
     const char *freeze;       /* --freeze patterns (NULL: none): gradients and state for the rest only */
     int lora;                 /* --lora rank (0: off): gradients and state for the adapters only */
     const char *lora_targets; /* --lora-targets (NULL: attn) */
+    bool pack_weights;        /* the weight matrices kept packed (gptc train --pack-weights, resolved) */
 } gptc_mem_request;
 
 /* Bytes per rank, as gptc_alloc counts them (gptc_alloc_stats). */
@@ -37,6 +38,8 @@ typedef struct gptc_mem_plan {
                        * in the state's type (4, 2 or 1 byte per element; int8 plus an fp32 scale per block) */
     size_t acts;      /* activation and activation-gradient arenas, their views, the batch copies (model and trainer);
                        * with lora the adapters' (L, 4, B*T, r) products and their (B*T, r) gradient */
+    size_t packed;    /* with pack_weights: the packed weight matrices and their table (gpt2.h gptc_packed_weights;
+                       * 0 where the kernels multiply without them); else 0 */
     size_t workspace; /* kernel scratch: each thread's GEMM packing buffers and flash-attention tiles (kept
                        * once grown), plus the largest scratch a single call allocates and frees */
     size_t total;

@@ -51,6 +51,7 @@ typedef struct trainer {
     gptc_reducer red;      /* the gradient exchange (many ranks only) */
     size_t optim_bytes;    /* what allocating the state buffers added to gptc_alloc's live bytes */
     bool use_red;
+    bool pack_weights;     /* 'pack_weights' resolved (check_memory): the model keeps its matrices packed */
     fault nonfinite;       /* GPTC_FAULT_NONFINITE: steps whose gradient this rank poisons */
     fault spike;           /* GPTC_FAULT_SPIKE: steps whose gradient this rank scales by 1000 */
     gptc_guard guard;      /* judges each step (train/guard.h) */

@@ -35,6 +35,9 @@ static gptc_status check_options(const gptc_train_options *o, int world) {
         return gptc_fail(GPTC_ERR_ARG, "'optimizer' %s: unknown (expected one of %s)", o->optimizer ? o->optimizer : "(null)",
                          gptc_optimizer_names());
     if ((st = opt->check(o))) return st;
+    if (o->pack_weights && strcmp(o->pack_weights, "auto") != 0 && strcmp(o->pack_weights, "on") != 0 &&
+        strcmp(o->pack_weights, "off") != 0)
+        return gptc_fail(GPTC_ERR_ARG, "'pack_weights' %s: unknown (expected auto, on or off)", o->pack_weights);
     gptc_ostate_type ot;
     if (o->optim_state && !gptc_ostate_parse(o->optim_state, &ot))
         return gptc_fail(GPTC_ERR_ARG, "'optim_state' %s: unknown (expected one of " GPTC_OSTATE_NAMES ")", o->optim_state);
@@ -182,7 +185,15 @@ static gptc_status open_state(trainer *t, const gptc_train_options *o, const gpt
 }
 
 /* The run's whole footprint per rank, planned from the settings, against what this machine allows. */
-static gptc_status check_memory(const trainer *t, const gptc_train_options *o) {
+/* Whether 'pack_weights' auto keeps the weights packed: where each packing serves at least this many
+ * forwards (docs/performance.md, "Packed weights"). */
+#define PACK_MIN_FORWARDS 4
+
+/* The run's memory per rank against the machine's (one line naming what to change when it cannot fit), and
+ * 'pack_weights' resolved into t->pack_weights: auto keeps them where each packing serves PACK_MIN_FORWARDS
+ * forwards (a frozen base is packed once; trained weights after each update) and the run with them needs
+ * at most 3/4 of the machine. */
+static gptc_status check_memory(trainer *t, const gptc_train_options *o) {
     gptc_mem_request req;
     gptc_mem_request_default(&req);
     req.model = o->model;
@@ -201,10 +212,18 @@ static gptc_status check_memory(const trainer *t, const gptc_train_options *o) {
     req.freeze = o->freeze;
     req.lora = o->lora;
     req.lora_targets = o->lora_targets;
+    const char *pw = o->pack_weights ? o->pack_weights : "auto";
+    bool autopack = strcmp(pw, "auto") == 0;
+    req.pack_weights = strcmp(pw, "on") == 0 || (autopack && (o->lora > 0 || t->accum >= PACK_MIN_FORWARDS));
     gptc_mem_plan plan;
     gptc_status st = gptc_mem_plan_make(&req, &plan);
     if (st) return st;
     size_t have = gptc_machine_memory();
+    if (autopack && req.pack_weights && (!have || plan.total > have / 4 * 3)) {
+        req.pack_weights = false;
+        if ((st = gptc_mem_plan_make(&req, &plan))) return st;
+    }
+    t->pack_weights = req.pack_weights;
     if (have && plan.total > have)
         return gptc_fail(GPTC_ERR_ARG,
                          "'batch' %d 'seq' %d 'dtype' %s 'recompute' %s 'optim_state' %s%s: this run needs %.1f GiB but "
@@ -270,6 +289,12 @@ static gptc_status open_model(trainer *t, const gptc_train_options *o) {
             return st;
     }
     if ((st = gptc_model_alloc_train(m, o->batch, o->seq))) return st;
+    if (t->pack_weights && (st = gptc_model_pack_weights(m))) return st;
+    if (t->rank == 0 && m->packed)
+        gptc_log("pack-weights: the weight matrices are kept packed for the products (%.1f MB)",
+                 m->packed->bytes / 1e6);
+    else if (t->rank == 0 && t->pack_weights && o->pack_weights && strcmp(o->pack_weights, "on") == 0)
+        gptc_log("pack-weights: on, but these kernels (%s) pack inside every product; nothing kept", m->be.k->variant);
     if (t->rank == 0 && (m->lora || m->frozen)) { /* what trains */
         size_t trained = 0;
         for (int i = 0; i < m->ps.n; i++) trained += m->ps.t[i].numel;

@@ -101,8 +101,9 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
         float scale = 1.0f / ((float)t->accum * t->world);
         m->dropout_seed = micro_seed(t, micro);
         if (micro == t->accum - 1) {
-            if (fault_fires(&t->nonfinite, t->state.step + 1))
-                m->grads[0] = NAN; /* wte's first value: the backward adds onto it, so it stays NaN */
+            /* a value the backward adds onto, so it stays NaN: the arena's first (wte's), or wpe's first where
+             * the products overwrite wte's gradient (gpt2.h grads_fresh) */
+            if (fault_fires(&t->nonfinite, t->state.step + 1)) (m->zero_count ? m->g.wpe : m->grads)[0] = NAN;
             if (fault_fires(&t->spike, t->state.step + 1)) scale *= 1000;
         }
         loss_sum += gptc_model_forward_backward(m, t->inputs, t->targets, o->batch, o->seq, scale);

@@ -142,14 +142,32 @@ static void choose_grid(const gptc_gemm_isa *g, int nt, int mpan, int npan, int 
 }
 
 /* How one operand is packed: its packer, whether it is a bf16 source (packed by pack16, unrounded), and
- * for B whether it is in matvec's panel form (kernels.h GPTC_GEMM_B_PANELS; depth K). */
+ * for B whether it is in matvec's panel form (kernels.h GPTC_GEMM_B_PANELS; depth K) or packed whole
+ * already (GPTC_GEMM_B_PACKED: op(B) (K,N) as gptc_gemm_pack_whole_b wrote it, read in place). */
 typedef struct gemm_src {
     gptc_gemm_pack pack;
     gptc_gemm_pack16 pack16;
     bool x16;
     bool panels;
-    int K;
+    bool prepacked;
+    int K, N;
 } gemm_src;
+
+/* A's and B's sources for a call's in16 bits (kernels.h GPTC_GEMM_*): the ISA's packers, else the portable
+ * ones; B's own where the ISA has them */
+static gemm_src src_a(const gptc_gemm_isa *g, int in16, int K, int M) {
+    return (gemm_src){g->pack ? g->pack : gptc_gemm_pack_portable, g->pack16 ? g->pack16 : gptc_gemm_pack16_portable,
+                      (in16 & GPTC_GEMM_A16) != 0, false, false, K, M};
+}
+static gemm_src src_b(const gptc_gemm_isa *g, int in16, int K, int N) {
+    gemm_src s = src_a(g, 0, K, N);
+    if (g->pack_b) s.pack = g->pack_b;
+    if (g->pack16_b) s.pack16 = g->pack16_b;
+    s.x16 = (in16 & GPTC_GEMM_B16) != 0;
+    s.panels = (in16 & GPTC_GEMM_B_PANELS) != 0;
+    s.prepacked = (in16 & GPTC_GEMM_B_PACKED) != 0;
+    return s;
+}
 
 /* Rows k0..k0+kc-1 of a bf16 panel of matvec's form (kernels.h: each run of 32 columns as 16 pairs,
  * word i = columns i and 16 + i) as a (kc, GPTC_MV_PANEL) matrix in column order. */
@@ -204,6 +222,23 @@ static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const voi
         (g->round ? g->round : gptc_gemm_round_bf16)((float *)out, round_up((size_t)m, (size_t)r) * row_bytes(g, kc) / sizeof(float));
 }
 
+/* Where the B panel of depth block pc, columns from jc (a multiple of nr), starts in op(B) (K,N) packed
+ * whole (gptc_gemm_pack_whole_b): the depth blocks one after the other, each ceil(N/nr) micro-panels of
+ * its depth (every block but the last a whole kc), so a panel is the same bytes a call would pack. */
+static size_t whole_b_offset(const gptc_gemm_isa *g, int N, int pc, int kc, int jc) {
+    const size_t cols = round_up((size_t)N, (size_t)g->nr);
+    return (size_t)(pc / g->kc) * cols * row_bytes(g, g->kc) + (size_t)jc * row_bytes(g, kc);
+}
+
+/* B's panel of columns jc.. (nc) x depths pc.. (kc): packed now into bpack, or where it lies in a B
+ * packed whole */
+static const char *b_panel(const gptc_gemm_isa *g, gemm_src sb, int transB, const void *B, int ldb, int jc, int pc,
+                           int nc, int kc, char *bpack) {
+    if (sb.prepacked) return (const char *)B + whole_b_offset(g, sb.N, pc, kc, jc);
+    pack_panels(g, sb, !transB, B, ldb, jc, pc, nc, kc, g->nr, bpack);
+    return bpack;
+}
+
 /* One thread's block of C: rows [r0, r1), columns [c0, c1) (multiples of the micro-tile but at
  * the matrix edge), all of K in KC steps, in g's loop order. apack / bpack hold one packed A block /
  * B panel (B by sb's packers). Both orders run the same micro-tile calls, each C element receiving its KC partial sums
@@ -213,7 +248,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                        const float *bias, float *C, int ldc, char *apack, char *bpack) {
     const int MR = g->mr, NR = g->nr, KC = g->kc, NC = g->nc;
 #define GEMM_TILE(ir, jr)                                                                                          \
-    g->kernel(kc, apack + (size_t)(ir) * kbytes, bpack + (size_t)(jr) * kbytes, C + (size_t)(ic + (ir)) * ldc + jc + (jr), \
+    g->kernel(kc, apack + (size_t)(ir) * kbytes, bp + (size_t)(jr) * kbytes, C + (size_t)(ic + (ir)) * ldc + jc + (jr), \
               ldc, GEMM_MIN(MR, mc - (ir)), GEMM_MIN(NR, nc - (jr)), bt, bs ? bs + jc + (jr) : NULL)
     if (g->order == GPTC_GEMM_A_IN_L1) {
         /* per depth block: each A block packed once, then every B panel of the thread's columns (in L2)
@@ -232,7 +267,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                 pack_panels(g, sa, transA, A, lda, ic, pc, mc, kc, MR, apack);
                 for (int jc = c0; jc < c1; jc += NC) {
                     const int nc = GEMM_MIN(NC, c1 - jc);
-                    pack_panels(g, sb, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
+                    const char *bp = b_panel(g, sb, transB, B, ldb, jc, pc, nc, kc, bpack);
                     for (int ir = 0; ir < mc; ir += MR)
                         for (int jr = 0; jr < nc; jr += NR) GEMM_TILE(ir, jr);
                 }
@@ -248,7 +283,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
             const size_t kbytes = row_bytes(g, kc);
             const float bt = pc == 0 ? beta : 1.0f;
             const float *bs = pc == 0 ? bias : NULL;
-            pack_panels(g, sb, !transB, B, ldb, jc, pc, nc, kc, NR, bpack);
+            const char *bp = b_panel(g, sb, transB, B, ldb, jc, pc, nc, kc, bpack);
             for (int ic = r0; ic < r1; ic += MC) {
                 const int mc = GEMM_MIN(MC, r1 - ic);
                 pack_panels(g, sa, transA, A, lda, ic, pc, mc, kc, MR, apack);
@@ -312,13 +347,8 @@ void gptc_gemm_blocked_in16(const gptc_gemm_isa *g, int transA, int transB, int 
             }
         return;
     }
-    gptc_gemm_pack pack = g->pack ? g->pack : gptc_gemm_pack_portable;
-    gptc_gemm_pack pack_b = g->pack_b ? g->pack_b : pack;
-    gptc_gemm_pack16 pack16 = g->pack16 ? g->pack16 : gptc_gemm_pack16_portable;
-    gptc_gemm_pack16 pack16_b = g->pack16_b ? g->pack16_b : pack16;
     GPTC_ASSERT(!in16 || g->pack16 || (g->esize == 4 && g->kstep == 1)); /* the portable one writes fp32 panels */
-    const gemm_src sa = {pack, pack16, (in16 & GPTC_GEMM_A16) != 0, false, K};
-    const gemm_src sb = {pack_b, pack16_b, (in16 & GPTC_GEMM_B16) != 0, (in16 & GPTC_GEMM_B_PANELS) != 0, K};
+    const gemm_src sa = src_a(g, in16, K, M), sb = src_b(g, in16, K, N);
     GPTC_ASSERT(!sb.panels || (!transB && GPTC_MV_PANEL % g->nr == 0));
     const gemm_split s = split_for(g, M, N, K, omp_get_max_threads());
 
@@ -329,13 +359,67 @@ void gptc_gemm_blocked_in16(const gptc_gemm_isa *g, int transA, int transB, int 
         if (r0 < r1 && c0 < c1) {
             gptc_prof_begin(GPTC_PROF_THREAD, "gemm.thread", -1); /* this thread's block, without the end's wait */
             char *apack = (char *)gptc_workspace_get(&tl_apack, apack_floats(g, K, r0, r1));
-            char *bpack = (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, c0, c1));
+            char *bpack = sb.prepacked ? NULL : (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, c0, c1));
             if (g->thread_begin) g->thread_begin();
             gemm_block(g, sa, sb, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack);
             if (g->thread_end) g->thread_end();
             gptc_prof_end(2.0 * (r1 - r0) * (c1 - c0) * K, 0);
         }
     }
+}
+
+size_t gptc_gemm_whole_b_bytes(const gptc_gemm_isa *g, int N, int K) {
+    if (N <= 0 || K <= 0) return 0;
+    const int last = (K - 1) / g->kc * g->kc; /* the last depth block's first depth */
+    return whole_b_offset(g, N, last, K - last, 0) + round_up((size_t)N, (size_t)g->nr) * row_bytes(g, K - last);
+}
+
+/* Columns of B per unit of work of gptc_gemm_pack_whole_b (1.5 MiB of fp32 panels at a depth block of 768),
+ * so the threads share even a small matrix evenly. */
+#define WHOLE_B_COLS 512
+
+void gptc_gemm_pack_whole_b(const gptc_gemm_isa *g, int transB, int N, int K, const void *B, int ldb, int b16,
+                            void *out) {
+    if (N <= 0 || K <= 0) return;
+    const gemm_src sb = src_b(g, b16 ? GPTC_GEMM_B16 : 0, K, N);
+    GPTC_ASSERT(!b16 || g->pack16 || (g->esize == 4 && g->kstep == 1));
+    const int cw = (WHOLE_B_COLS + g->nr - 1) / g->nr * g->nr, nj = (N + cw - 1) / cw, nk = (K + g->kc - 1) / g->kc;
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)N * K >= ((size_t)1 << 16))
+    for (int u = 0; u < nj * nk; u++) {
+        const int pc = u / nj * g->kc, jc = u % nj * cw, kc = GEMM_MIN(g->kc, K - pc), nc = GEMM_MIN(cw, N - jc);
+        pack_panels(g, sb, !transB, B, ldb, jc, pc, nc, kc, g->nr, (char *)out + whole_b_offset(g, N, pc, kc, jc));
+    }
+}
+
+/* The blocking behind k's product when it is the blocked driver's own (no plugin put its gemm in the
+ * slot: the plugin loader labels what it replaces), else NULL. */
+static const gptc_gemm_isa *driver_isa(const gptc_kernels *k, int bf16) {
+    const gptc_gemm_isa *g = bf16 ? k->gemm_bf16_isa : k->gemm_isa;
+    const size_t slots[2] = {bf16 ? GPTC_KERNEL_SLOT(gemm_bf16) : GPTC_KERNEL_SLOT(gemm),
+                             GPTC_KERNEL_SLOT(gemm_bf16_in16)};
+    for (int i = 0; i < 1 + bf16; i++)
+        if (k->labels && k->labels[slots[i]]) return NULL;
+    return g;
+}
+
+size_t gptc_gemm_packed_bytes(const gptc_kernels *k, int bf16, int N, int K) {
+    const gptc_gemm_isa *g = driver_isa(k, bf16);
+    return g ? gptc_gemm_whole_b_bytes(g, N, K) : 0;
+}
+
+void gptc_gemm_pack_b(const gptc_kernels *k, int bf16, int transB, int N, int K, const void *B, int ldb, int b16,
+                      void *out) {
+    const gptc_gemm_isa *g = driver_isa(k, bf16);
+    GPTC_ASSERT(g && (bf16 || !b16));
+    gptc_gemm_pack_whole_b(g, transB, N, K, B, ldb, b16, out);
+}
+
+void gptc_gemm_packed(const gptc_kernels *k, int bf16, int transA, int M, int N, int K, const void *A, int lda,
+                      int a16, const void *Bp, float beta, const float *bias, float *C, int ldc) {
+    const gptc_gemm_isa *g = driver_isa(k, bf16);
+    GPTC_ASSERT(g && (bf16 || !a16));
+    gptc_gemm_blocked_in16(g, transA, 0, M, N, K, A, lda, Bp, 0, (a16 ? GPTC_GEMM_A16 : 0) | GPTC_GEMM_B_PACKED, beta,
+                           bias, C, ldc);
 }
 
 void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int threads, size_t *apack,

@@ -84,6 +84,15 @@ void gptc_gemm_blocked_in16(const gptc_gemm_isa *isa, int transA, int transB, in
                             int lda, const void *B, int ldb, int in16, float beta, const float *bias, float *C,
                             int ldc);
 
+/* op(B) (K,N) packed whole, as every call on g would pack its B panels (kernels.h GPTC_GEMM_B_PACKED): for
+ * each depth block of g->kc (the last one shorter) in turn, ceil(N/nr) micro-panels of that depth in the
+ * layout above. A product given it (in16 GPTC_GEMM_B_PACKED, ldb unused) reads its panels in place
+ * instead of packing them: the same bits, without the pass over B. whole_b_bytes: its size in bytes;
+ * pack_whole_b writes it (b16: B is bf16, as GPTC_GEMM_B16) on the OpenMP threads. */
+size_t gptc_gemm_whole_b_bytes(const gptc_gemm_isa *g, int N, int K);
+void gptc_gemm_pack_whole_b(const gptc_gemm_isa *g, int transB, int N, int K, const void *B, int ldb, int b16,
+                            void *out);
+
 /* Sets g's mc, kc, nc and order from the cache sizes of c (gptc_cpu: CPUID leaf 4 / 0x8000001D, else
  * sysfs, else AMD's leaves 0x80000005/6) for a kernel of g's mr, nr, esize and kstep; leaves the fields
  * as they are when the sizes are unknown. The rules and the measurements behind them are in
