@@ -156,12 +156,9 @@ void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *
 void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float dw_beta,
                         float *db, const float *dout, const void *inp, bool inp16, gptc_be_weight w, int N, int IC,
                         int OC) {
-    if (w.dx)
-        gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 0, N, IC, OC, dout, OC, w.dx, 0, GPTC_GEMM_B_PACKED, 0.0f, NULL,
-                     dinp, IC);
-    else
-        gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, 1, N, IC, OC, dout, OC, w.w, OC, w.w16 ? GPTC_GEMM_B16 : 0,
-                     0.0f, NULL, dinp, IC);
+    /* w^T: the packed form read in place (transB 0), or w itself transposed by the packer */
+    gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, !w.dx, N, IC, OC, dout, OC, w.dx ? w.dx : w.w, OC,
+                 w.dx ? GPTC_GEMM_B_PACKED : w.w16 ? GPTC_GEMM_B16 : 0, 0.0f, NULL, dinp, IC);
     if (dw)
         gptc_be_gemm(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC, inp16 ? GPTC_GEMM_A16 : 0,
                      dw_beta, NULL, dw, OC);

@@ -304,14 +304,10 @@ static const void *lnf_row(const gptc_model *m, int r) {
 /* logits (n,Vp) = x (n,C) @ wte[:V]^T; x rows of lnf (bf16 when m->a.act16); the padding columns are not computed */
 static void classifier_fwd(gptc_model *m, const void *x, int n, float *logits) {
     int C = m->cfg.channels, V = m->cfg.vocab;
-    const void *packed = gptc_model_packed_form(m, -1, 0, GPTC_PACK_FWD);
-    int in16 = m->a.act16 ? GPTC_GEMM_A16 : 0;
-    if (packed)
-        gptc_be_gemm(&m->be, GPTC_PROF_FWD, "classifier.fwd", -1, 0, 0, n, V, C, x, C, packed, 0,
-                     in16 | GPTC_GEMM_B_PACKED, 0.0f, NULL, logits, m->Vp);
-    else
-        gptc_be_gemm(&m->be, GPTC_PROF_FWD, "classifier.fwd", -1, 0, 1, n, V, C, x, C, W(m, m->w.wte), C,
-                     in16 | (W16(m) ? GPTC_GEMM_B16 : 0), 0.0f, NULL, logits, m->Vp);
+    const void *packed = gptc_model_packed_form(m, -1, 0, GPTC_PACK_FWD); /* wte^T read in place, transB 0 */
+    int in16 = (m->a.act16 ? GPTC_GEMM_A16 : 0) | (packed ? GPTC_GEMM_B_PACKED : W16(m) ? GPTC_GEMM_B16 : 0);
+    gptc_be_gemm(&m->be, GPTC_PROF_FWD, "classifier.fwd", -1, 0, !packed, n, V, C, x, C,
+                 packed ? packed : W(m, m->w.wte), C, in16, 0.0f, NULL, logits, m->Vp);
 }
 
 /* dx (n,C) = dlogits (n,Vp) @ wte[:V]; wte's gradient (Vp,C) += dlogits^T x (x as in classifier_fwd), or = it

@@ -298,8 +298,10 @@ void gptc_model_pset_changed(gptc_model *m, size_t lo, size_t hi);
 gptc_status gptc_lora_targets_parse(const char *spec, unsigned *targets);
 /* "attn.c_attn,attn.c_proj": the modules of targets */
 void gptc_lora_targets_name(unsigned targets, char *out, size_t cap);
-/* site s's module under h.N ("attn.c_attn") and its in / out widths for C */
+/* site s's module under h.N ("attn.c_attn"), its weight's index among a layer's tensors (GPTC_QKVW, ...;
+ * gptc_layer's fields in that order) and its in / out widths for C */
 const char *gptc_lora_site_module(int s);
+int gptc_lora_site_weight(int s);
 void gptc_lora_site_shape(int s, int C, int *in, int *out);
 /* The layer and site of adapter pair p: tensors 2p (A) and 2p + 1 (B) of gptc_lora_table's order (by layer,
  * then by site among the targets). */

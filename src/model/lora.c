@@ -23,6 +23,8 @@ static const struct {
 
 const char *gptc_lora_site_module(int s) { return k_sites[s].module; }
 
+int gptc_lora_site_weight(int s) { return k_sites[s].weight; }
+
 void gptc_lora_site_shape(int s, int C, int *in, int *out) {
     *in = k_sites[s].in_mul * C;
     *out = k_sites[s].out_mul * C;

@@ -22,26 +22,21 @@ typedef struct packed_shape {
 } packed_shape;
 
 static packed_shape shape_of(const gptc_model_config *cfg, int i) {
-    int C = cfg->channels, form = i % GPTC_PACK_FORMS, IC = C, OC = C;
-    bool fwd = form == GPTC_PACK_FWD;
+    int C = cfg->channels, IC, OC;
+    bool fwd = i % GPTC_PACK_FORMS == GPTC_PACK_FWD;
     if (i / GPTC_PACK_FORMS == cfg->layers * GPTC_LORA_SITES)
         return fwd ? (packed_shape){-1, 1, cfg->vocab, C, C, (size_t)cfg->vocab * C}
                    : (packed_shape){-1, 0, C, cfg->vocab, C, (size_t)cfg->vocab * C};
     int site = i / GPTC_PACK_FORMS % GPTC_LORA_SITES;
-    if (site == GPTC_LORA_QKV) OC = 3 * C;
-    if (site == GPTC_LORA_FC) OC = 4 * C;
-    if (site == GPTC_LORA_FCPROJ) IC = 4 * C;
+    gptc_lora_site_shape(site, C, &IC, &OC);
     return fwd ? (packed_shape){site, 0, OC, IC, OC, (size_t)IC * OC}
                : (packed_shape){site, 1, IC, OC, OC, (size_t)IC * OC};
 }
 
-/* Matrix i's fp32 master in m->params */
+/* Matrix i's fp32 master in m->params (a layer's views are its tensors' pointers in tensor order) */
 static const float *weight_of(const gptc_model *m, int i, packed_shape s) {
     if (s.site < 0) return m->w.wte;
-    const gptc_layer *w = &m->w.layer[i / GPTC_PACK_FORMS / GPTC_LORA_SITES];
-    return s.site == GPTC_LORA_QKV ? w->qkvw : s.site == GPTC_LORA_ATTPROJ ? w->attprojw
-                                  : s.site == GPTC_LORA_FC        ? w->fcw
-                                                                  : w->fcprojw;
+    return ((float *const *)&m->w.layer[i / GPTC_PACK_FORMS / GPTC_LORA_SITES])[gptc_lora_site_weight(s.site)];
 }
 
 static int packed_count(const gptc_model_config *cfg) { return (cfg->layers * GPTC_LORA_SITES + 1) * GPTC_PACK_FORMS; }

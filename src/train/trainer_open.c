@@ -184,16 +184,15 @@ static gptc_status open_state(trainer *t, const gptc_train_options *o, const gpt
     return GPTC_OK;
 }
 
-/* The run's whole footprint per rank, planned from the settings, against what this machine allows. */
 /* Whether 'pack_weights' auto keeps the weights packed: where each packing serves at least this many
  * forwards (docs/performance.md, "Packed weights"). */
 #define PACK_MIN_FORWARDS 4
 
-/* The run's memory per rank against the machine's (one line naming what to change when it cannot fit), and
- * 'pack_weights' resolved into t->pack_weights: auto keeps them where each packing serves PACK_MIN_FORWARDS
- * forwards (a frozen base is packed once; trained weights after each update) and the run with them needs
- * at most half of the machine (so a big model keeps its memory: GPT-2 XL LoRA would take 17.7 GiB with them
- * instead of 6.2). */
+/* The run's whole footprint per rank, planned from the settings, against what this machine allows (one line
+ * naming what to change when it cannot fit), and 'pack_weights' resolved into t->pack_weights: auto keeps
+ * them where each packing serves PACK_MIN_FORWARDS forwards (a frozen base is packed once; trained weights
+ * after each update) and the run with them needs at most half of the machine (so a big model keeps its
+ * memory: GPT-2 XL LoRA would take 17.7 GiB with them instead of 6.2). */
 static gptc_status check_memory(trainer *t, const gptc_train_options *o) {
     gptc_mem_request req;
     gptc_mem_request_default(&req);

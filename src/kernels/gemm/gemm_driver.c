@@ -154,16 +154,18 @@ typedef struct gemm_src {
 } gemm_src;
 
 /* A's and B's sources for a call's in16 bits (kernels.h GPTC_GEMM_*): the ISA's packers, else the portable
- * ones; B's own where the ISA has them */
+ * ones; B's own where the ISA has them. A bf16 source needs the ISA's pack16 unless its panels are fp32
+ * (the portable one writes fp32 panels). */
 static gemm_src src_a(const gptc_gemm_isa *g, int in16, int K, int M) {
+    const bool x16 = (in16 & GPTC_GEMM_A16) != 0;
+    GPTC_ASSERT(!x16 || g->pack16 || (g->esize == 4 && g->kstep == 1));
     return (gemm_src){g->pack ? g->pack : gptc_gemm_pack_portable, g->pack16 ? g->pack16 : gptc_gemm_pack16_portable,
-                      (in16 & GPTC_GEMM_A16) != 0, false, false, K, M};
+                      x16, false, false, K, M};
 }
 static gemm_src src_b(const gptc_gemm_isa *g, int in16, int K, int N) {
-    gemm_src s = src_a(g, 0, K, N);
+    gemm_src s = src_a(g, in16 & GPTC_GEMM_B16 ? GPTC_GEMM_A16 : 0, K, N);
     if (g->pack_b) s.pack = g->pack_b;
     if (g->pack16_b) s.pack16 = g->pack16_b;
-    s.x16 = (in16 & GPTC_GEMM_B16) != 0;
     s.panels = (in16 & GPTC_GEMM_B_PANELS) != 0;
     s.prepacked = (in16 & GPTC_GEMM_B_PACKED) != 0;
     return s;
@@ -347,7 +349,6 @@ void gptc_gemm_blocked_in16(const gptc_gemm_isa *g, int transA, int transB, int 
             }
         return;
     }
-    GPTC_ASSERT(!in16 || g->pack16 || (g->esize == 4 && g->kstep == 1)); /* the portable one writes fp32 panels */
     const gemm_src sa = src_a(g, in16, K, M), sb = src_b(g, in16, K, N);
     GPTC_ASSERT(!sb.panels || (!transB && GPTC_MV_PANEL % g->nr == 0));
     const gemm_split s = split_for(g, M, N, K, omp_get_max_threads());
@@ -382,7 +383,6 @@ void gptc_gemm_pack_whole_b(const gptc_gemm_isa *g, int transB, int N, int K, co
                             void *out) {
     if (N <= 0 || K <= 0) return;
     const gemm_src sb = src_b(g, b16 ? GPTC_GEMM_B16 : 0, K, N);
-    GPTC_ASSERT(!b16 || g->pack16 || (g->esize == 4 && g->kstep == 1));
     const int cw = (WHOLE_B_COLS + g->nr - 1) / g->nr * g->nr, nj = (N + cw - 1) / cw, nk = (K + g->kc - 1) / g->kc;
 #pragma omp parallel for schedule(dynamic, 1) if ((size_t)N * K >= ((size_t)1 << 16))
     for (int u = 0; u < nj * nk; u++) {
