@@ -144,6 +144,9 @@ TEST(backend_zero_several_buffers_in_one_region) {
     }
 }
 
+/* The pieces on 1, 2 and 3 threads equal the entry once per piece, bit for bit; with a bf16 copy asked for
+ * (p16: written in runs with the update) the copy equals the table's to_bf16 of the updated p, and the
+ * update is the same. The pieces are longer and shorter than the runs. */
 TEST(backend_adamw_pieces_equal_the_entry_per_piece) {
     static const size_t lens[] = {768, 50001, 3, 0, 2304 * 7 + 5, 16, 40000};
     enum { NP = sizeof lens / sizeof *lens, ARR = 4 };
@@ -154,12 +157,13 @@ TEST(backend_adamw_pieces_equal_the_entry_per_piece) {
         init[a] = malloc(total * sizeof(float));
         for (size_t j = 0; j < total; j++) init[a][j] = a == 3 ? 1e-4f * (frand() + 1) : frand();
     }
+    uint16_t *want16 = malloc(total * sizeof(uint16_t)), *got16 = malloc(total * sizeof(uint16_t));
     for (int l = 0; l < 3; l++) {
         const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
         if (!k) continue;
         gptc_backend be;
         gptc_backend_bind(&be, gptc_backend_cpu_memory(), k, GPTC_PRECISION_FP32, true);
-        /* the yardstick: the entry once per piece; then the pieces on 1, 2 and 3 threads */
+        /* the yardstick: the entry once per piece (then to_bf16 of the result); then the pieces */
         float *want[ARR], *got[ARR];
         for (int a = 0; a < ARR; a++) want[a] = malloc(total * sizeof(float)), got[a] = malloc(total * sizeof(float));
         for (int a = 0; a < ARR; a++) memcpy(want[a], init[a], total * sizeof(float));
@@ -167,22 +171,29 @@ TEST(backend_adamw_pieces_equal_the_entry_per_piece) {
         for (int i = 0; i < NP; off += lens[i], i++)
             k->adamw(want[0] + off, want[1] + off, want[2] + off, want[3] + off, lens[i], 1e-3f, 0.8f, 0.97f, 1e-6f,
                      i % 2 ? 0.1f : 0.0f, 0.7f, 3);
-        for (int th = 1; th <= 3; th++) {
-            for (int a = 0; a < ARR; a++) memcpy(got[a], init[a], total * sizeof(float));
-            gptc_adamw_piece pieces[NP];
-            off = 0;
-            for (int i = 0; i < NP; off += lens[i], i++)
-                pieces[i] = (gptc_adamw_piece){got[0] + off, got[1] + off, got[2] + off, got[3] + off, lens[i],
-                                               i % 2 ? 0.1f : 0.0f};
-            int saved = omp_get_max_threads();
-            omp_set_num_threads(th);
-            gptc_be_adamw_pieces(&be, pieces, NP, 1e-3f, 0.8f, 0.97f, 1e-6f, 0.7f, 3);
-            omp_set_num_threads(saved);
-            for (int a = 0; a < ARR; a++)
-                CHECK_MSG(memcmp(got[a], want[a], total * sizeof(float)) == 0, "%s, %d threads: array %d differs",
-                          k_levels[l], th, a);
-        }
+        k->to_bf16(want16, want[0], total);
+        for (int with16 = 0; with16 < 2; with16++)
+            for (int th = 1; th <= 3; th++) {
+                for (int a = 0; a < ARR; a++) memcpy(got[a], init[a], total * sizeof(float));
+                memset(got16, 0xA5, total * sizeof(uint16_t));
+                gptc_adamw_piece pieces[NP];
+                off = 0;
+                for (int i = 0; i < NP; off += lens[i], i++)
+                    pieces[i] = (gptc_adamw_piece){got[0] + off, got[1] + off, got[2] + off, got[3] + off, lens[i],
+                                                   i % 2 ? 0.1f : 0.0f, with16 ? got16 + off : NULL};
+                int saved = omp_get_max_threads();
+                omp_set_num_threads(th);
+                gptc_be_adamw_pieces(&be, pieces, NP, 1e-3f, 0.8f, 0.97f, 1e-6f, 0.7f, 3);
+                omp_set_num_threads(saved);
+                for (int a = 0; a < ARR; a++)
+                    CHECK_MSG(memcmp(got[a], want[a], total * sizeof(float)) == 0,
+                              "%s, %d threads, bf16 copy %d: array %d differs", k_levels[l], th, with16, a);
+                if (with16)
+                    CHECK_MSG(memcmp(got16, want16, total * sizeof(uint16_t)) == 0,
+                              "%s, %d threads: the bf16 copy differs from to_bf16 of the update", k_levels[l], th);
+            }
         for (int a = 0; a < ARR; a++) free(want[a]), free(got[a]);
     }
+    free(want16), free(got16);
     for (int a = 0; a < ARR; a++) free(init[a]);
 }

@@ -4,6 +4,7 @@
  * bounds, timing. */
 #include "test.h"
 
+#include "core/core.h"
 #include "kernels/gelu.h"
 #include "kernels/kernels.h"
 
@@ -147,6 +148,18 @@ TEST(elementwise_gelu_residual_adamw) {
             expect(lv, "adamw p", p1, p2, n, 0, n);
             expect(lv, "adamw m", m1, m2, n, 0, n);
             expect(lv, "adamw v", v1, v2, n, 0, n);
+            /* adamw16: the same update, and the bf16 copy of its p (to_bf16's rounding) in the same pass */
+            uint16_t *h16 = malloc(n * sizeof(uint16_t));
+            memset(h16, 0xA5, n * sizeof(uint16_t));
+            k->adamw16(p1, h16, x, m1, v1, n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 4);
+            r->adamw(p2, x, m2, v2, n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 4);
+            expect(lv, "adamw16 p", p1, p2, n, 0, n);
+            expect(lv, "adamw16 m", m1, m2, n, 0, n);
+            expect(lv, "adamw16 v", v1, v2, n, 0, n);
+            size_t bad16 = 0;
+            for (size_t i = 0; i < n; i++) bad16 += h16[i] != gptc_f32_to_bf16(p2[i]);
+            CHECK_MSG(bad16 == 0, "%s adamw16 (size %zu): %zu bf16 values differ from the rounded update", lv, n, bad16);
+            free(h16);
             free(p1), free(m1), free(v1), free(p2), free(m2), free(v2);
             free(da1), free(da2), free(db1), free(db2);
             free(x), free(dout), free(g0), free(o1), free(o2), free(d1), free(d2);

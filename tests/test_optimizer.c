@@ -304,6 +304,63 @@ static void free_grads(float **g) {
     free(g);
 }
 
+/* floats i of [lo, hi) whose bf16 copy is not the fp32 value rounded (gptc_f32_to_bf16) */
+static size_t stale16(const gptc_model *m, size_t lo, size_t hi) {
+    size_t bad = 0;
+    for (size_t i = lo; i < hi; i++) bad += m->params16[i] != gptc_f32_to_bf16(m->params[i]);
+    return bad;
+}
+
+/* Under bf16 working weights (m->params16) AdamW writes their copy of the range with the update and says
+ * so (the model's p16 range), and gptc_model_params_changed converts the rest of its range only: after an
+ * update of [lo, hi) the copy is current there before the call; the floats outside, poisoned, are
+ * converted by it; floats inside, poisoned after the update, are left (the call skips them); the range is
+ * cleared. Without params16 nothing is marked. */
+TEST(optimizer_adamw_writes_the_bf16_copy_with_the_update) {
+    const gptc_optimizer_kind *adamw = kind("adamw");
+    if (!adamw) return;
+    gptc_model m;
+    tiny_model(&m);
+    const size_t n = m.num_floats;
+    size_t lo, hi;
+    cuts_inside_tensors(&m, &lo, &hi);
+    gptc_rng rng;
+    gptc_rng_seed(&rng, 13);
+    float *g = test_randn_f(&rng, n, 0.01), *st[2] = {test_zeros_f(n), test_zeros_f(n)};
+    gptc_train_options o;
+    gptc_train_options_default(&o);
+    /* no copy: nothing marked */
+    adamw->update(&m, &o, g, (gptc_ostate[]){gptc_ostate_fp32(st, 2, 0, n)}, 0, n, 1e-3f, 0.1f, 1.0f, 1);
+    CHECK(m.p16_lo == 0 && m.p16_hi == 0);
+    m.params16 = m.be.mem->alloc(n * sizeof(uint16_t), "test bf16 copy");
+    CHECK(m.params16 != NULL);
+    gptc_model_params_changed(&m, 0, n);
+    CHECK_EQ_INT((int)stale16(&m, 0, n), 0);
+    /* the whole arena */
+    adamw->update(&m, &o, g, (gptc_ostate[]){gptc_ostate_fp32(st, 2, 0, n)}, 0, n, 1e-3f, 0.1f, 1.0f, 2);
+    CHECK(m.p16_lo == 0 && m.p16_hi == n);
+    CHECK_MSG(stale16(&m, 0, n) == 0, "%zu bf16 values not written with the update", stale16(&m, 0, n));
+    gptc_model_params_changed(&m, 0, n);
+    CHECK(m.p16_lo == 0 && m.p16_hi == 0);
+    /* a range cutting tensors (ZeRO-1's shard, a fused update's layer) */
+    float *st_r[2] = {st[0] + lo, st[1] + lo};
+    adamw->update(&m, &o, g + lo, (gptc_ostate[]){gptc_ostate_fp32(st_r, 2, lo, hi)}, lo, hi, 1e-3f, 0.1f, 1.0f, 3);
+    CHECK(m.p16_lo == lo && m.p16_hi == hi);
+    CHECK_EQ_INT((int)stale16(&m, lo, hi), 0);
+    for (size_t i = 0; i < lo; i++) m.params16[i] ^= 0x5555;
+    for (size_t i = hi; i < n; i++) m.params16[i] ^= 0x5555;
+    m.params16[lo] ^= 0x5555, m.params16[hi - 1] ^= 0x5555; /* inside: not converted again */
+    gptc_model_params_changed(&m, 0, n);
+    CHECK(m.p16_lo == 0 && m.p16_hi == 0);
+    CHECK_MSG(stale16(&m, 0, lo) == 0 && stale16(&m, hi, n) == 0, "outside the update's range: not converted");
+    CHECK_MSG(stale16(&m, lo, hi) == 2, "inside the update's range: %zu stale, want the 2 poisoned (skipped)",
+              stale16(&m, lo, hi));
+    m.be.mem->free(m.params16);
+    m.params16 = NULL;
+    free(g), free(st[0]), free(st[1]);
+    gptc_model_free(&m);
+}
+
 TEST(optimizer_lion_matches_f64_reference) {
     const gptc_optimizer_kind *lion = kind("lion");
     if (!lion) return;

@@ -146,13 +146,15 @@ typedef struct gptc_adamw_piece {
     float *m, *v;
     size_t n;
     float wd;
+    uint16_t *p16; /* NULL, or p's bf16 copy (n), rewritten from the updated p (kernels.h adamw16) */
 } gptc_adamw_piece;
 /* AdamW on each of count pieces (kernels.h adamw; no span: the optimizer spans its loop). The CPU
  * backend runs them in one parallel region: each thread takes an equal share of the pieces' floats
  * laid end to end (cut at whole 64-byte lines of a piece) and calls the entry on its parts with one
  * thread, so a step wakes the team once instead of once per tensor (on a machine shared with other
  * processes each wake-up can wait for a time slice). The update is elementwise: any split gives the
- * same bits. An entry from a plugin is called piece by piece on this thread. */
+ * same bits. A piece with p16 goes to the adamw16 entry (the bf16 copy written in the same pass). An adamw
+ * from a plugin (or a device's table) is called piece by piece on this thread, to_bf16 after it. */
 void gptc_be_adamw_pieces(const gptc_backend *be, const gptc_adamw_piece *pieces, int count, float lr, float b1,
                           float b2, float eps, float grad_scale, int t);
 /* sum of g[i]^2 over n floats (the global gradient norm's reduction), span "grad_norm" */

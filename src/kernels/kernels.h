@@ -165,6 +165,10 @@ typedef struct gptc_kernels {
     /* out (n) = gptc_f32_to_bf16(x) (round to nearest even, NaN quiet): the O2 working copy of the
      * weights (model/gpt2.h params16), refreshed after each update */
     void (*to_bf16)(uint16_t *out, const float *x, size_t n);
+    /* adamw, and p16 (n) = to_bf16 of the updated p in the same pass: the update of an O2 run, whose
+     * working copy is then current without a second pass over p (backend/ops.h gptc_adamw_piece's p16) */
+    void (*adamw16)(float *p, uint16_t *p16, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                    float b2, float eps, float wd, float grad_scale, int t);
     /* gemm_bf16 whose operands may be stored in bf16: bit in16 & GPTC_GEMM_A16 says A is a uint16_t
      * bf16 array (lda in elements), GPTC_GEMM_B16 the same for B; the other operands are fp32 arrays,
      * rounded as gemm_bf16 rounds them. The result is gemm_bf16's on the widened values, bit for bit

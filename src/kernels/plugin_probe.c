@@ -106,11 +106,12 @@ SAME_TYPE(grad_sumsq, grad_sumsq);
  * gemm_bf16_isa, labels, flash_scratch, flash_scratch_bf16; tests/test_backend.c checks that
  * gptc_kernel_ops lists the same count), the 7 bf16-storage twins (layernorm_fwd_bf16 to
  * gemm_bf16_in16), which a plugin does not replace: under 'dtype' bf16 the run calls them instead of
- * the LayerNorm, GELU and head-merge forwards (gptc_op_runs), and to_bf16 (the O2 weights' copy); the
+ * the LayerNorm, GELU and head-merge forwards (gptc_op_runs), to_bf16 and adamw16 (the O2 weights' copy,
+ * alone and with the update; a plugin's adamw is called with to_bf16 after it instead); the
  * 4 compact optimizer-state entries (ostate_*: --optim-state bf16|int8), matvec and
  * attention_decode_shared (decoding's small-M product and its attention of samples sharing a prompt,
  * gptc sample only), and scale (LoRA's alpha/r), which are not plugin operators either */
-enum { BF16_STORAGE_OPS = 8, OSTATE_OPS = 4, DECODE_OPS = 2, LORA_OPS = 1 };
+enum { BF16_STORAGE_OPS = 9, OSTATE_OPS = 4, DECODE_OPS = 2, LORA_OPS = 1 };
 _Static_assert(GPTC_OP_COUNT + 6 + BF16_STORAGE_OPS + OSTATE_OPS + DECODE_OPS + LORA_OPS == GPTC_KERNEL_SLOTS,
                "a kernel table entry without a plugin operator (plugin_ops.h)");
 

@@ -184,6 +184,10 @@ typedef struct gptc_model {
      * embeddings and LayerNorms read. Allocated by gptc_model_alloc_train under bf16 unless fp32_weights;
      * NULL otherwise. The products' bits are the same as rounding the fp32 weights inside the GEMM. */
     uint16_t *params16;
+    /* Arena floats [p16_lo, p16_hi) whose params16 values an optimizer wrote with its update, in the same
+     * pass (gptc_model_params16_written); the next gptc_model_params_changed skips converting them and
+     * clears the range. Empty (0, 0) otherwise. */
+    size_t p16_lo, p16_hi;
     gptc_weights w, g;          /* g: views into grads, or with fused_update into cgrads (every layer's views
                                  * point at the one slot) */
     /* --fused-update (set before gptc_model_alloc_train): the trainer updates each layer as soon as its
@@ -267,6 +271,9 @@ typedef struct gptc_model {
  * bf16 working copy the products read; packed weights are marked for repacking at the next forward).
  * Cheap when nothing is derived. */
 void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi);
+/* The optimizer wrote params16 for arena floats [lo, hi) together with the update (the backend's AdamW
+ * pieces): the caller's gptc_model_params_changed need not convert them again. */
+void gptc_model_params16_written(gptc_model *m, size_t lo, size_t hi);
 
 /* ---- what training updates (model/trainable.c, model/lora.c) */
 

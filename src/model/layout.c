@@ -142,8 +142,19 @@ fail:
 
 void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi) {
     if (lo >= hi) return;
-    if (m->params16) gptc_be_to_bf16(&m->be, "weights.to_bf16", m->params16 + lo, m->params + lo, hi - lo);
+    if (m->params16) { /* [lo, hi) but the part the optimizer's pass wrote already */
+        const size_t a = m->p16_lo > lo ? m->p16_lo : lo, b = m->p16_hi < hi ? m->p16_hi : hi;
+        const size_t cut_lo = a < b ? a : hi, cut_hi = a < b ? b : hi;
+        if (lo < cut_lo) gptc_be_to_bf16(&m->be, "weights.to_bf16", m->params16 + lo, m->params + lo, cut_lo - lo);
+        if (cut_hi < hi) gptc_be_to_bf16(&m->be, "weights.to_bf16", m->params16 + cut_hi, m->params + cut_hi, hi - cut_hi);
+    }
+    m->p16_lo = m->p16_hi = 0;
     gptc_model_packed_changed(m, lo, hi);
+}
+
+void gptc_model_params16_written(gptc_model *m, size_t lo, size_t hi) {
+    m->p16_lo = lo;
+    m->p16_hi = hi;
 }
 
 void gptc_model_free(gptc_model *m) {

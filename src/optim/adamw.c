@@ -18,8 +18,10 @@
 /* AdamW on floats [lo, hi) of the trainable set's compact arena (model->ps, gpt2.h; the whole parameter
  * arena by default): g, m, v hold that range (g[0], m[0], v[0] are element lo's). Each tensor's piece inside the range is updated with that tensor's
  * weight decay (wd on decay tensors, 0 on the others); padding between tensors is skipped. The pieces
- * go to the backend in batches, which runs a batch in one parallel region. */
-static void adamw_range(const gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi, float b1,
+ * go to the backend in batches, which runs a batch in one parallel region. Under bf16 working weights
+ * (model->params16) over the whole arena, their copy of the range is written in the same pass
+ * (gptc_adamw_piece's p16) and the model told so (gptc_model_params16_written). */
+static void adamw_range(gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi, float b1,
                         float b2, float eps, float wd, float lr, float grad_scale, int t) {
     const gptc_backend *be = &model->be;
     gptc_be_optim_begin(be, "adamw");
@@ -27,12 +29,13 @@ static void adamw_range(const gptc_model *model, const float *g, float *m, float
     gptc_adamw_piece batch[ADAMW_BATCH];
     int k = 0;
     const gptc_pset *ps = &model->ps; /* what training updates: the whole arena, or a trainable set (gpt2.h) */
+    uint16_t *p16 = ps->same_layout && !ps->adapters ? model->params16 : NULL; /* the arena's bf16 copy */
     for (int i = 0; i < ps->n; i++) {
         const gptc_tensor_desc *d = &ps->t[i];
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
         if (a >= b) continue;
         batch[k++] = (gptc_adamw_piece){ps->values + d->src + (a - d->offset), g + (a - lo), m + (a - lo), v + (a - lo),
-                                        b - a, d->decay ? wd : 0.0f};
+                                        b - a, d->decay ? wd : 0.0f, p16 ? p16 + d->src + (a - d->offset) : NULL};
         n += b - a;
         if (k == ADAMW_BATCH) {
             gptc_be_adamw_pieces(be, batch, k, lr, b1, b2, eps, grad_scale, t);
@@ -40,9 +43,10 @@ static void adamw_range(const gptc_model *model, const float *g, float *m, float
         }
     }
     if (k) gptc_be_adamw_pieces(be, batch, k, lr, b1, b2, eps, grad_scale, t);
+    if (p16) gptc_model_params16_written(model, lo, hi);
     /* per parameter ~12 FLOPs (moments, bias corrections, sqrt, divide, decay, step); reads p, g, m,
-     * v and writes p, m, v (7 floats of 4 bytes) */
-    gptc_be_optim_end(be, 12.0 * n, 28.0 * n);
+     * v and writes p, m, v (7 floats of 4 bytes), and p's bf16 copy */
+    gptc_be_optim_end(be, 12.0 * n, (p16 ? 30.0 : 28.0) * n);
 }
 
 void gptc_adamw_update_range(gptc_model *model, const float *g, float *m, float *v, size_t lo, size_t hi,
@@ -78,7 +82,7 @@ static void adamw_block(void *ctx, float *p, const float *g, float *const *st, s
 
 /* state->buf[0] exp_avg, state->buf[1] exp_avg_sq, of elements [state->lo, state->hi) (element j belonging
  * to parameter state->lo + j); fp32 runs the pieces path, a compact state the block driver. */
-static void adamw_update(const gptc_model *m, const gptc_train_options *o, const float *g, const gptc_ostate *state,
+static void adamw_update(gptc_model *m, const gptc_train_options *o, const float *g, const gptc_ostate *state,
                          size_t lo, size_t hi, float lr, float wd, float grad_scale, int t) {
     if (state->type == GPTC_OSTATE_FP32) {
         size_t e = lo - state->lo;

@@ -62,7 +62,7 @@ static void lion_block(void *ctx, float *p, const float *g, float *const *st, si
  * [state->lo, state->hi) ⊇ [lo, hi); m->params the whole arena. fp32: one kernel call per tensor piece
  * inside the range, wd on the tensors marked decay and 0 on the others; padding between tensors is
  * skipped. A compact state: the same kernel block by block (gptc_ostate_update). */
-static void lion_update(const gptc_model *m, const gptc_train_options *o, const float *g, const gptc_ostate *state,
+static void lion_update(gptc_model *m, const gptc_train_options *o, const float *g, const gptc_ostate *state,
                         size_t lo, size_t hi, float lr, float wd, float grad_scale, int t) {
     if (state->type != GPTC_OSTATE_FP32) {
         lion_ctx c = {lr, o->beta1, o->beta2, grad_scale};

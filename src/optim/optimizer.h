@@ -58,8 +58,9 @@ typedef struct gptc_optimizer_kind {
      * g first (clipping), t the 1-based update count (with o->seed, the key of bf16's stochastic
      * rounding). Reads its other hyper-parameters from o. A compact state (bf16, int8) goes through
      * gptc_ostate_update block by block; [lo, hi) must not cut an int8 block (whole tensors, or snapped
-     * ZeRO-1 shards). */
-    void (*update)(const gptc_model *m, const gptc_train_options *o, const float *g, const gptc_ostate *state,
+     * ZeRO-1 shards). It may write m->params16 for the range in the same pass and say so
+     * (gptc_model_params16_written); the caller then calls gptc_model_params_changed as always. */
+    void (*update)(gptc_model *m, const gptc_train_options *o, const float *g, const gptc_ostate *state,
                    size_t lo, size_t hi, float lr, float wd, float grad_scale, int t);
 } gptc_optimizer_kind;
 

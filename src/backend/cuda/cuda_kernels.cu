@@ -491,6 +491,13 @@ static void c_to_bf16(uint16_t *out, const float *x, size_t n) {
     to_bf16_k<<<gptc_cuda_blocks(n, TPB), TPB, 0, STREAM>>>(out, x, n);
     CUDA_LAUNCHED();
 }
+/* the update, then the copy (two launches on the stream: the device's bandwidth makes a fused kernel a
+ * small gain, left for when it is measured) */
+static void c_adamw16(float *p, uint16_t *p16, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                      float b2, float eps, float wd, float grad_scale, int t) {
+    c_adamw(p, g, m, v, n, lr, b1, b2, eps, wd, grad_scale, t);
+    c_to_bf16(p16, p, n);
+}
 
 /* ---- head reshapes (C = NH*HS): one thread per element of the (B,T,C) rows */
 
@@ -965,6 +972,7 @@ const gptc_kernels *gptc_cuda_table(void) {
     t.gelu_sigmoid_fwd_bf16 = c_gelu_sigmoid_fwd_bf16;
     t.heads_to_rows_bf16 = c_heads_to_rows_bf16;
     t.to_bf16 = c_to_bf16;
+    t.adamw16 = c_adamw16;
     t.scale = c_scale;
     t.gemm_bf16_in16 = gptc_cuda_gemm_bf16_in16;
     t.flash_scratch = c_flash_scratch;

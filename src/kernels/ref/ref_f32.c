@@ -139,6 +139,13 @@ static void ref_to_bf16(uint16_t *out, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = gptc_f32_to_bf16(x[i]);
 }
 
+/* adamw, then p16 = p rounded to bf16 */
+static void ref_adamw16(float *p, uint16_t *p16, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                        float b2, float eps, float wd, float grad_scale, int t) {
+    ref_f32_adamw(p, g, m, v, n, lr, b1, b2, eps, wd, grad_scale, t);
+    ref_to_bf16(p16, p, n);
+}
+
 /* element i of a cache of floats, or of bf16 values (kv16) widened */
 static inline float kv_at(const void *base, int kv16, size_t i) {
     return kv16 ? gptc_bf16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
@@ -247,6 +254,7 @@ static const gptc_kernels g_ref = {
     .gelu_sigmoid_fwd_bf16 = ref_gelu_sigmoid_fwd_bf16,
     .heads_to_rows_bf16 = gptc_heads_to_rows_bf16,
     .to_bf16 = ref_to_bf16,
+    .adamw16 = ref_adamw16,
     .gemm_bf16_in16 = ref_bf16_gemm_in16,
     .ostate_bf16_load = gptc_ostate_bf16_load_ref,
     .ostate_bf16_store = gptc_ostate_bf16_store_ref,
