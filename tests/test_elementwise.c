@@ -158,7 +158,8 @@ TEST(elementwise_gelu_residual_adamw) {
             expect(lv, "adamw16 v", v1, v2, n, 0, n);
             size_t bad16 = 0;
             for (size_t i = 0; i < n; i++) bad16 += h16[i] != gptc_f32_to_bf16(p2[i]);
-            CHECK_MSG(bad16 == 0, "%s adamw16 (size %zu): %zu bf16 values differ from the rounded update", lv, n, bad16);
+            CHECK_MSG(bad16 == 0, "%s adamw16 (size %zu): %zu bf16 values differ from the rounded update", lv, n,
+                      bad16);
             free(h16);
             free(p1), free(m1), free(v1), free(p2), free(m2), free(v2);
             free(da1), free(da2), free(db1), free(db2);

@@ -23,8 +23,8 @@ const gptc_kernel_op gptc_kernel_ops[] = {
     OP(flash_bwd_bf16), OP(gelu_erf_fwd), OP(gelu_erf_bwd), OP(gelu_sigmoid_fwd), OP(gelu_sigmoid_bwd),
     OP(qkv_to_heads), OP(heads_to_qkv_grad), OP(heads_to_rows), OP(rows_to_heads), OP(dropout), OP(zero),
     OP(grad_sumsq), OP(layernorm_fwd_bf16), OP(residual_layernorm_fwd_bf16), OP(gelu_fwd_bf16),
-    OP(gelu_erf_fwd_bf16), OP(gelu_sigmoid_fwd_bf16), OP(heads_to_rows_bf16), OP(gemm_bf16_in16), OP(to_bf16), OP(adamw16),
-    OP(ostate_bf16_load), OP(ostate_bf16_store), OP(ostate_q8_load), OP(ostate_q8_store),
+    OP(gelu_erf_fwd_bf16), OP(gelu_sigmoid_fwd_bf16), OP(heads_to_rows_bf16), OP(gemm_bf16_in16), OP(to_bf16),
+    OP(adamw16), OP(ostate_bf16_load), OP(ostate_bf16_store), OP(ostate_q8_load), OP(ostate_q8_store),
     OP(matvec), OP(scale), OP(attention_decode_shared),
 };
 #undef OP

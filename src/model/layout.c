@@ -145,8 +145,9 @@ void gptc_model_params_changed(gptc_model *m, size_t lo, size_t hi) {
     if (m->params16) { /* [lo, hi) but the part the optimizer's pass wrote already */
         const size_t a = m->p16_lo > lo ? m->p16_lo : lo, b = m->p16_hi < hi ? m->p16_hi : hi;
         const size_t cut_lo = a < b ? a : hi, cut_hi = a < b ? b : hi;
-        if (lo < cut_lo) gptc_be_to_bf16(&m->be, "weights.to_bf16", m->params16 + lo, m->params + lo, cut_lo - lo);
-        if (cut_hi < hi) gptc_be_to_bf16(&m->be, "weights.to_bf16", m->params16 + cut_hi, m->params + cut_hi, hi - cut_hi);
+        const char *site = "weights.to_bf16";
+        if (lo < cut_lo) gptc_be_to_bf16(&m->be, site, m->params16 + lo, m->params + lo, cut_lo - lo);
+        if (cut_hi < hi) gptc_be_to_bf16(&m->be, site, m->params16 + cut_hi, m->params + cut_hi, hi - cut_hi);
     }
     m->p16_lo = m->p16_hi = 0;
     gptc_model_packed_changed(m, lo, hi);
