@@ -383,10 +383,11 @@ void gptc_be_adamw_pieces(const gptc_backend *be, const gptc_adamw_piece *pieces
         for (int i = 0; i < count; base += pieces[i].n, i++) {
             const gptc_adamw_piece *x = &pieces[i];
             size_t lo = cut_at(a, base, x->n), hi = cut_at(b, base, x->n);
-            if (lo < hi && x->p16)
+            if (lo >= hi) continue;
+            if (x->p16)
                 be->k->adamw16(x->p + lo, x->p16 + lo, x->g + lo, x->m + lo, x->v + lo, hi - lo, lr, b1, b2, eps, x->wd,
                                grad_scale, t);
-            else if (lo < hi)
+            else
                 be->k->adamw(x->p + lo, x->g + lo, x->m + lo, x->v + lo, hi - lo, lr, b1, b2, eps, x->wd, grad_scale, t);
         }
     }

@@ -125,14 +125,10 @@ static void kernel_avx512_bf16(int kc, const void *a_, const void *b_, float *re
 /* values ahead in a row that the transposing packers ask for (four lines of floats) */
 #define PACK_PF_AHEAD 64
 
-/* The lines of n elements of es bytes from element x of X on, asked for ahead of their reads (hint:
- * _MM_HINT_T0 into L1, _MM_HINT_T1 into L2). */
-static inline __attribute__((always_inline)) void prefetch_run(const void *X, size_t x, int es, int n, int hint) {
+/* The lines of n elements of es bytes from element x of X on, asked for into L1 ahead of their reads */
+static inline __attribute__((always_inline)) void prefetch_run(const void *X, size_t x, int es, int n) {
     const char *p = (const char *)X + x * es;
-    for (int b = 0; b < n * es; b += 64) {
-        if (hint == _MM_HINT_T0) _mm_prefetch(p + b, _MM_HINT_T0);
-        else _mm_prefetch(p + b, _MM_HINT_T1);
-    }
+    for (int b = 0; b < n * es; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
 }
 
 static inline __mmask16 low_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
@@ -158,9 +154,9 @@ static inline __attribute__((always_inline)) void pack_f32_any(int trans, const 
          * apart, so in one L1 set) was 7-12% slower on GPT-2's forward products at B.T = 256 (Zen 5). */
         const int whole = m / r * r;
         for (int kb = 0; kb < kc; kb += PACK_KB) {
-            const int kn = kc - kb < PACK_KB ? kc - kb : PACK_KB;
+            const int ke = kc - kb < PACK_KB ? kc : kb + PACK_KB;
             for (int q = 0; q < whole; q += r)
-                for (int k = kb; k < kb + kn; k++) {
+                for (int k = kb; k < ke; k++) {
                     const size_t x = (size_t)(k0 + k) * ldx + i0 + q;
                     float *o = out + (size_t)q * kc + (size_t)k * r;
                     for (int g = 0; g < r; g += 16) _mm512_storeu_ps(o + g, load_f32(X, x16, x + g, 0xFFFF));
@@ -188,7 +184,7 @@ static inline __attribute__((always_inline)) void pack_f32_any(int trans, const 
                     const size_t x = (size_t)(i0 + p + g + i) * ldx + k0 + k;
                     t[i] = _mm512_setzero_ps();
                     if (i >= nrow) continue;
-                    prefetch_run(X, x + PACK_PF_AHEAD, x16 ? 2 : 4, 1, _MM_HINT_T0);
+                    prefetch_run(X, x + PACK_PF_AHEAD, x16 ? 2 : 4, 1);
                     t[i] = load_f32(X, x16, x, km);
                 }
                 transpose16(t);
@@ -274,7 +270,7 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
                     t[i] = _mm512_setzero_ps();
                     if (i >= nrow) continue;
                     /* as pack_f32_any, the 32 values this step reads */
-                    prefetch_run(X, x + PACK_PF_AHEAD, x16 ? 2 : 4, 32, _MM_HINT_T0);
+                    prefetch_run(X, x + PACK_PF_AHEAD, x16 ? 2 : 4, 32);
                     /* k..k+15 in words 0..15, k+16..k+31 in 16..31: already 16 pairs in order */
                     t[i] = (__m512)load_bf16_runs(X, x16, x, x + 16, k0m, k1m);
                 }
