@@ -8,7 +8,9 @@
 #   gptc: `gptc sample --pin --json` on a checkpoint of random weights (`gptc train --model gpt2 --steps 1`,
 #     made once under build/bench-generate; weights do not change the speed); its speed report gives
 #     prefill tokens/s and GFLOP/s against the FMA peak `gptc info` measures (cached in peak.json),
-#     decode tokens/s, ms per step, and the bandwidth a step reached against the triad's.
+#     decode tokens/s, ms per step, and the bandwidth a step reached against the triad's: the best
+#     `gptc info` has measured (cached), and one measured right after that run (`--triad-now`; a shared
+#     host's memory bandwidth swings by half between minutes).
 #   PyTorch: bench/torch_generate_bench.py (HF-style incremental decoding with a KV cache, the model of
 #     tools/torch_gpt2.py) in its strongest configuration (bench/lib.sh's peer_run: tcmalloc, Debian's
 #     OpenMP OpenBLAS with OPENBLAS_CORETYPE=SkylakeX where the CPU has AVX-512, pinned threads).
@@ -87,7 +89,7 @@ for dt in $DTYPES; do
         r=1
         while [ $r -le "$REPS" ]; do
             $GPTC sample --ckpt "$CKPT" --prompt "$PTEXT" --tokens "$TOKENS" --samples "$s" --dtype "$dt" --temperature "$TEMP" \
-                --top-p "$TOP_P" --threads "$THREADS" --pin --json >/dev/null 2>"$tmp/g.$r.json"
+                --top-p "$TOP_P" --threads "$THREADS" --pin --triad-now --json >/dev/null 2>"$tmp/g.$r.json"
             peer_run /usr/bin/python3 bench/torch_generate_bench.py --prompt-tokens "$NP" --tokens "$TOKENS" --samples "$s" \
                 --dtype "$dt" --threads "$THREADS" --temperature "$TEMP" --top-p "$TOP_P" >"$tmp/t.$r.txt" 2>&1 || { cat "$tmp/t.$r.txt" >&2; exit 1; }
             r=$((r + 1))
@@ -97,13 +99,15 @@ for dt in $DTYPES; do
         tdec=$(tmed 's/.*decode.* s, \([0-9.]*\) tokens\/s, .*/\1/p')
         tms=$(tmed 's/.*, \([0-9.]*\) ms\/step.*/\1/p')
         g1="$tmp/g.1.json"
-        bw=$(for f in "$tmp"/g.*.json; do j "$f" bandwidth_pct; done | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }')
+        range() { for f in "$tmp"/g.*.json; do j "$f" "$1"; done | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'; }
+        bw=$(range bandwidth_pct)
+        now=$(range triad_now_gbps)
         rows="$rows
-| $dt | $s | $(med prefill_tokens_per_s) | $tpre | $(med prefill_gflops) ($(med prefill_peak_pct)% of $(j "$g1" peak_gflops)) | $(med decode_tokens_per_s) | $tdec | $(med ms_per_step) | $tms | $(j "$g1" bound_ms_per_step) | $(med decode_gbps) ($(med bandwidth_pct)% of $(j "$g1" triad_gbps); runs $bw%) |"
+| $dt | $s | $(med prefill_tokens_per_s) | $tpre | $(med prefill_gflops) ($(med prefill_peak_pct)% of $(j "$g1" peak_gflops)) | $(med decode_tokens_per_s) | $tdec | $(med ms_per_step) | $tms | $(j "$g1" bound_ms_per_step) | $(med decode_gbps) ($(med bandwidth_pct)% of $(j "$g1" triad_gbps); runs $bw%) | $(med bandwidth_now_pct)% (triad $now GB/s) |"
     done
 done
 echo
-echo "| dtype | samples | gptc prefill tok/s | torch prefill tok/s | gptc prefill GFLOP/s (% of peak) | gptc decode tok/s | torch decode tok/s | gptc ms/step | torch ms/step | bound ms/step (weights / triad) | gptc GB/s (% of triad) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |$rows"
+echo "| dtype | samples | gptc prefill tok/s | torch prefill tok/s | gptc prefill GFLOP/s (% of peak) | gptc decode tok/s | torch decode tok/s | gptc ms/step | torch ms/step | bound ms/step (weights / triad) | gptc GB/s (% of the cached triad) | % of the triad measured after each run |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |$rows"
 echo
-echo "medians of $REPS runs per row (gptc and torch alternating); $([ "$TEMP" = 0 ] && echo greedy || echo "temperature $TEMP, top-p $TOP_P on both sides"); decode tok/s counts every sample's tokens; a step advances all samples by one; bound = weight bytes per step / triad bandwidth (KV cache reads not counted); bf16: gptc reads a bf16 copy of the weights and keeps a bf16 KV cache (fp32 activations), torch runs the whole model in bfloat16"
+echo "medians of $REPS runs per row (gptc and torch alternating); $([ "$TEMP" = 0 ] && echo greedy || echo "temperature $TEMP, top-p $TOP_P on both sides"); decode tok/s counts every sample's tokens; a step advances all samples by one; bound = weight bytes per step / triad bandwidth (KV cache reads not counted; the cached triad is the best gptc info has measured on this machine, the last column's is measured by gptc sample --triad-now right after each run, its range shown); bf16: gptc reads a bf16 copy of the weights and keeps a bf16 KV cache (fp32 activations), torch runs the whole model in bfloat16"

@@ -168,6 +168,13 @@ TEST(cli_train_resume_sample) {
     }
     CHECK_MSG(text[0] && text[1] && strcmp(text[0], text[1]) == 0, "packed: %s | --no-pack: %s", text[0], text[1]);
     free(text[0]), free(text[1]);
+    /* --triad-now: the speed report also holds a triad measured after the decode, and the decode against it */
+    snprintf(cmd, sizeof cmd, "%s sample --ckpt %s --tokens 4 --json --triad-now 2>&1 >/dev/null", test_gptc_bin(), ck);
+    CHECK_EQ_INT(test_run(cmd, &out), 0);
+    const char *now = out ? strstr(out, "\"triad_now_gbps\": ") : NULL;
+    CHECK_MSG(now && atof(now + strlen("\"triad_now_gbps\": ")) > 0 && strstr(out, "\"bandwidth_now_pct\": "), "got: %s",
+              out);
+    free(out);
 }
 
 /* --profile-steps A:B through gptc train's own flag checks: the forms it takes, and numbers that do

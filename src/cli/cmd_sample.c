@@ -1,7 +1,9 @@
 /* cmd_sample.c — `gptc sample`: generate text from a checkpoint, streamed to stdout (one sample), or
  * --samples N continuations of one prompt, each printed whole under a "--- sample i" header; then one
  * speed line on stderr (or a JSON object with --json): the prefill's tokens/s and GFLOP/s against the
- * FMA peak of `gptc info`, the decode's tokens/s and the bandwidth it reached against the triad's. */
+ * FMA peak of `gptc info`, the decode's tokens/s and the bandwidth it reached against the triad's (the
+ * best `gptc info` has measured, cached; with --triad-now also one measured right after the decode, since
+ * a shared host's memory bandwidth swings by half between minutes). */
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/core.h"
@@ -15,7 +17,7 @@
 typedef struct sample_cli {
     gptc_sample_options o;
     const char *dtype; /* --dtype's name */
-    int json, pin, no_pack;
+    int json, pin, no_pack, triad_now;
 } sample_cli;
 
 #define F(field) offsetof(sample_cli, o.field)
@@ -34,6 +36,7 @@ static const gptc_option g_sample_opts[] = {
     {"no-pack", OPT_FLAG, G(no_pack), "", "fp32: steps read the model's weights in place instead of a copy packed for streaming (4 bytes per parameter less memory, steps ~15 % slower)", 0, 0},
     {"pin", OPT_FLAG, G(pin), "", "bind each thread to one physical core", 0, 0},
     {"json", OPT_FLAG, G(json), "", "print the speed report as one JSON object (stderr) instead of the line", 0, 0},
+    {"triad-now", OPT_FLAG, G(triad_now), "", "also measure the memory bandwidth (gptc info's triad, ~1 s) right after the decode and report the decode against it: a shared host's bandwidth swings", 0, 0},
 };
 #undef F
 #undef G
@@ -77,8 +80,9 @@ static void emit(void *user, int sample, const char *text, size_t len) {
     k->len[sample] += len;
 }
 
-/* The speed line (or JSON) on stderr: prefill and decode rates against the cached peaks of `gptc info`. */
-static void report(const gptc_sample_stats *s, int threads, bool json) {
+/* The speed line (or JSON) on stderr: prefill and decode rates against the cached peaks of `gptc info`,
+ * and against now_gbps, a triad measured after the decode (0: not measured). */
+static void report(const gptc_sample_stats *s, int threads, bool json, double now_gbps) {
     bool bf16 = s->dtype == GPTC_PRECISION_BF16, cached;
     const char *kind = NULL;
     double peak = gptc_peak_cached(NULL, bf16, threads, &kind, NULL);
@@ -90,26 +94,36 @@ static void report(const gptc_sample_stats *s, int threads, bool json) {
     double bound_ms = bw > 0 ? s->step_weight_bytes / (bw * 1e9) * 1e3 : 0; /* a step at the triad's speed */
     double got_gbps = step_ms > 0 ? s->step_weight_bytes / (step_ms * 1e-3) / 1e9 : 0;
     double bw_pct = bw > 0 ? 100 * got_gbps / bw : 0, peak_pct = peak > 0 ? 100 * pre_gf / peak : 0;
+    double now_ms = now_gbps > 0 ? s->step_weight_bytes / (now_gbps * 1e9) * 1e3 : 0;
+    double now_pct = now_gbps > 0 ? 100 * got_gbps / now_gbps : 0;
+    char now_json[160] = "", now_line[160] = "";
+    if (now_gbps > 0) {
+        snprintf(now_json, sizeof now_json,
+                 ", \"triad_now_gbps\": %.2f, \"bound_now_ms_per_step\": %.4f, \"bandwidth_now_pct\": %.2f", now_gbps,
+                 now_ms, now_pct);
+        snprintf(now_line, sizeof now_line, "; %.0f%% of the triad measured after it, %.1f GB/s (bound %.2f ms/step)",
+                 now_pct, now_gbps, now_ms);
+    }
     if (json) {
         fprintf(stderr,
                 "{\"dtype\": \"%s\", \"threads\": %d, \"samples\": %d, \"prefill_tokens\": %d, \"prefill_s\": %.6f, "
                 "\"prefill_tokens_per_s\": %.2f, \"prefill_gflops\": %.2f, \"peak_gflops\": %.2f, \"peak_kind\": \"%s\", "
                 "\"prefill_peak_pct\": %.2f, \"decode_steps\": %d, \"decode_s\": %.6f, \"decode_tokens_per_s\": %.2f, "
                 "\"ms_per_step\": %.4f, \"step_weight_bytes\": %zu, \"triad_gbps\": %.2f, \"bound_ms_per_step\": %.4f, "
-                "\"decode_gbps\": %.2f, \"bandwidth_pct\": %.2f}\n",
+                "\"decode_gbps\": %.2f, \"bandwidth_pct\": %.2f%s}\n",
                 gptc_precision_name(s->dtype), threads, s->samples, s->prefill_tokens, s->prefill_s, pre_tps, pre_gf,
                 peak, kind ? kind : "", peak_pct, s->decode_steps, s->decode_s, dec_tps, step_ms, s->step_weight_bytes,
-                bw, bound_ms, got_gbps, bw_pct);
+                bw, bound_ms, got_gbps, bw_pct, now_json);
         return;
     }
     fprintf(stderr,
             "speed: %s, %d thread%s, %d sample%s | prefill %d tokens in %.3f s: %.1f tokens/s, %.1f GFLOP/s = %.0f%% of %.0f "
             "(%s peak) | decode %d steps: %.1f tokens/s (all samples), %.2f ms/step (%.2f ms/token); weights %.1f MB/step "
-            "at %.1f GB/s = %.0f%% of the triad's %.1f GB/s (bound %.2f ms/step)\n",
+            "at %.1f GB/s = %.0f%% of the triad's %.1f GB/s (bound %.2f ms/step)%s\n",
             gptc_precision_name(s->dtype), threads, threads == 1 ? "" : "s", s->samples, s->samples == 1 ? "" : "s",
             s->prefill_tokens, s->prefill_s, pre_tps, pre_gf, peak_pct, peak, kind ? kind : "?", s->decode_steps,
             dec_tps, step_ms, s->samples ? step_ms / s->samples : 0, s->step_weight_bytes / 1e6, got_gbps, bw_pct, bw,
-            bound_ms);
+            bound_ms, now_line);
 }
 
 int gptc_cmd_sample(int argc, char **argv) {
@@ -117,7 +131,7 @@ int gptc_cmd_sample(int argc, char **argv) {
     gptc_sample_options_default(&c.o);
     gptc_sample_options_default(&d.o);
     c.dtype = d.dtype = "fp32";
-    c.json = d.json = c.pin = d.pin = c.no_pack = d.no_pack = 0;
+    c.json = d.json = c.pin = d.pin = c.no_pack = d.no_pack = c.triad_now = d.triad_now = 0;
     bool help;
     int npos;
     if (gptc_options_parse(&gptc_cmd_sample_spec, &c, argc, argv, NULL, NULL, &npos, &help)) {
@@ -164,6 +178,11 @@ int gptc_cmd_sample(int argc, char **argv) {
         return 1;
     }
     fflush(stdout);
-    report(&stats, gptc_threads(), c.json);
+    double now_gbps = 0;
+    if (c.triad_now && stats.decode_steps > 0) { /* offered to the cache first, so the cached best is never below it */
+        now_gbps = gptc_triad_gbps(gptc_threads());
+        if (now_gbps > 0) gptc_triad_cache_offer(NULL, gptc_threads(), now_gbps);
+    }
+    report(&stats, gptc_threads(), c.json, now_gbps);
     return 0;
 }
