@@ -171,9 +171,8 @@ TEST(cli_train_resume_sample) {
     /* --triad-now: the speed report also holds a triad measured after the decode, and the decode against it */
     snprintf(cmd, sizeof cmd, "%s sample --ckpt %s --tokens 4 --json --triad-now 2>&1 >/dev/null", test_gptc_bin(), ck);
     CHECK_EQ_INT(test_run(cmd, &out), 0);
-    const char *now = out ? strstr(out, "\"triad_now_gbps\": ") : NULL;
-    CHECK_MSG(now && atof(now + strlen("\"triad_now_gbps\": ")) > 0 && strstr(out, "\"bandwidth_now_pct\": "), "got: %s",
-              out);
+    const char *key = "\"triad_now_gbps\": ", *now = out ? strstr(out, key) : NULL;
+    CHECK_MSG(now && atof(now + strlen(key)) > 0 && strstr(out, "\"bandwidth_now_pct\": "), "got: %s", out);
     free(out);
 }
 
