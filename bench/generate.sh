@@ -79,6 +79,9 @@ j() { # the number of JSON field $2 in file $1
 med() { # the median of JSON field $1 over this configuration's gptc runs
     for f in "$tmp"/g.*.json; do j "$f" "$1"; done | median
 }
+range() { # the lowest and highest of JSON field $1 over this configuration's gptc runs, as LO-HI
+    for f in "$tmp"/g.*.json; do j "$f" "$1"; done | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'
+}
 tmed() { # the median of the figure sed expression $1 picks from this configuration's torch lines
     for f in "$tmp"/t.*.txt; do grep '^torch:' "$f" | sed -n "$1"; done | median
 }
@@ -99,7 +102,6 @@ for dt in $DTYPES; do
         tdec=$(tmed 's/.*decode.* s, \([0-9.]*\) tokens\/s, .*/\1/p')
         tms=$(tmed 's/.*, \([0-9.]*\) ms\/step.*/\1/p')
         g1="$tmp/g.1.json"
-        range() { for f in "$tmp"/g.*.json; do j "$f" "$1"; done | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'; }
         bw=$(range bandwidth_pct)
         now=$(range triad_now_gbps)
         rows="$rows

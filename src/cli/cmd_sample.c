@@ -80,6 +80,10 @@ static void emit(void *user, int sample, const char *text, size_t len) {
     k->len[sample] += len;
 }
 
+/* ms a step that moves `bytes` takes at gbps (0: gbps unknown), and x as a percentage of `of` */
+static double ms_at(size_t bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e9) * 1e3 : 0; }
+static double pct_of(double x, double of) { return of > 0 ? 100 * x / of : 0; }
+
 /* The speed line (or JSON) on stderr: prefill and decode rates against the cached peaks of `gptc info`,
  * and against now_gbps, a triad measured after the decode (0: not measured). */
 static void report(const gptc_sample_stats *s, int threads, bool json, double now_gbps) {
@@ -91,11 +95,10 @@ static void report(const gptc_sample_stats *s, int threads, bool json, double no
     double pre_gf = s->prefill_s > 0 ? s->prefill_flops / s->prefill_s / 1e9 : 0;
     double step_ms = s->decode_steps ? s->decode_s * 1e3 / s->decode_steps : 0;
     double dec_tps = s->decode_s > 0 ? (double)s->decode_steps * s->samples / s->decode_s : 0;
-    double bound_ms = bw > 0 ? s->step_weight_bytes / (bw * 1e9) * 1e3 : 0; /* a step at the triad's speed */
+    double bound_ms = ms_at(s->step_weight_bytes, bw); /* a step at the triad's speed */
     double got_gbps = step_ms > 0 ? s->step_weight_bytes / (step_ms * 1e-3) / 1e9 : 0;
-    double bw_pct = bw > 0 ? 100 * got_gbps / bw : 0, peak_pct = peak > 0 ? 100 * pre_gf / peak : 0;
-    double now_ms = now_gbps > 0 ? s->step_weight_bytes / (now_gbps * 1e9) * 1e3 : 0;
-    double now_pct = now_gbps > 0 ? 100 * got_gbps / now_gbps : 0;
+    double bw_pct = pct_of(got_gbps, bw), peak_pct = pct_of(pre_gf, peak);
+    double now_ms = ms_at(s->step_weight_bytes, now_gbps), now_pct = pct_of(got_gbps, now_gbps);
     char now_json[160] = "", now_line[160] = "";
     if (now_gbps > 0) {
         snprintf(now_json, sizeof now_json,
