@@ -19,13 +19,13 @@
  * columns 0..15 in c0[i] and 16..31 in c1[i]; m <= MR, n <= NR; beta 0 overwrites. */
 static inline __attribute__((always_inline)) void store_tile(__m512 c0[MR], __m512 c1[MR], float *restrict c,
                                                              int ldc, int m, int n, float beta,
-                                                             const float *restrict bias) {
+                                                             const float *restrict bias, const int R) {
     const __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
     const __mmask16 m1 = n >= 32 ? 0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
     if (bias) {
         const __m512 bv0 = _mm512_maskz_loadu_ps(m0, bias), bv1 = _mm512_maskz_loadu_ps(m1, bias + 16);
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < R; i++) {
             c0[i] = _mm512_add_ps(c0[i], bv0);
             c1[i] = _mm512_add_ps(c1[i], bv1);
         }
@@ -61,13 +61,14 @@ static inline __attribute__((always_inline)) void prefetch_c(const float *c, int
 }
 
 /* fp32: c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed floats,
- * m <= MR, n <= NR. */
-static void kernel_avx512(int kc, const void *a_, const void *b_, float *restrict c, int ldc, int m, int n,
-                          float beta, const float *restrict bias) {
-    const float *restrict a = a_, *restrict b = b_;
+ * m <= R <= MR: only the first R rows are computed (R a constant: the body for a whole tile, or for the
+ * few rows of a matrix's ragged last one). Each element is the same sum in the same order whatever R. */
+static inline __attribute__((always_inline)) void tile_f32(int kc, const float *restrict a, const float *restrict b,
+                                                           float *restrict c, int ldc, int m, int n, float beta,
+                                                           const float *restrict bias, const int R) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     prefetch_c(c, ldc, m);
 #pragma GCC unroll 4
     for (int k = 0; k < kc; k++) {
@@ -76,7 +77,7 @@ static void kernel_avx512(int kc, const void *a_, const void *b_, float *restric
         _mm_prefetch((const char *)(b + PF_K * NR + 16), _MM_HINT_T0);
         if ((k & 3) == 0) _mm_prefetch((const char *)(a + PF_K * MR), _MM_HINT_T0);
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < R; i++) {
             const __m512 ai = _mm512_set1_ps(a[i]);
             c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
             c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
@@ -84,7 +85,24 @@ static void kernel_avx512(int kc, const void *a_, const void *b_, float *restric
         a += MR;
         b += NR;
     }
-    store_tile(c0, c1, c, ldc, m, n, beta, bias);
+    store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
+}
+
+/* Rows a ragged last tile computes: GPT-2's B*T = 256 is 21 tiles of 12 and one of 4, which as a whole
+ * tile would spend 2/3 of its multiply-adds on zero padding (3 % of the product). */
+#define KERNEL_BY_ROWS(tile, ...)                                                                                  \
+    do {                                                                                                           \
+        if (m > 8)                                                                                                 \
+            tile(__VA_ARGS__, MR);                                                                                 \
+        else if (m > 4)                                                                                            \
+            tile(__VA_ARGS__, 8);                                                                                  \
+        else                                                                                                       \
+            tile(__VA_ARGS__, 4);                                                                                  \
+    } while (0)
+
+static void kernel_avx512(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
+                          float beta, const float *restrict bias) {
+    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias);
 }
 
 /* A 32-bit word that may alias the bf16 pairs the packers write. */
@@ -93,14 +111,14 @@ typedef uint32_t bf16_pair __attribute__((may_alias));
 /* bf16: the same tile from k-pair panels (gemm_driver.h layout with s = 2): per pair q, a holds MR
  * words (row i's bf16 values at k = 2q, 2q+1) and b holds NR words (column j's two values), 64 bytes
  * per 16 columns. Each vdpbf16ps adds a0*b0 + a1*b1 to 16 fp32 sums; the zero-padded second value of
- * an odd kc's last pair contributes 0. */
-static void kernel_avx512_bf16(int kc, const void *a_, const void *b_, float *restrict c, int ldc, int m, int n,
-                               float beta, const float *restrict bias) {
-    const bf16_pair *restrict a = a_;
-    const __m512i *restrict b = b_;
+ * an odd kc's last pair contributes 0. R as tile_f32. */
+static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_pair *restrict a,
+                                                            const __m512i *restrict b, float *restrict c, int ldc,
+                                                            int m, int n, float beta, const float *restrict bias,
+                                                            const int R) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     prefetch_c(c, ldc, m);
 #pragma GCC unroll 4
     for (int q = 0; q < (kc + 1) / 2; q++) {
@@ -109,7 +127,7 @@ static void kernel_avx512_bf16(int kc, const void *a_, const void *b_, float *re
         _mm_prefetch((const char *)(b + 2 * PF_K + 1), _MM_HINT_T0);
         if ((q & 3) == 0) _mm_prefetch((const char *)(a + PF_K * MR), _MM_HINT_T0);
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < R; i++) {
             const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
             c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);
             c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);
@@ -117,7 +135,12 @@ static void kernel_avx512_bf16(int kc, const void *a_, const void *b_, float *re
         a += MR;
         b += 2;
     }
-    store_tile(c0, c1, c, ldc, m, n, beta, bias);
+    store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
+}
+
+static void kernel_avx512_bf16(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
+                               float beta, const float *restrict bias) {
+    KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias);
 }
 
 /* depths per block of the copying packers: each micro-panel's rows of a block are written together */
