@@ -29,11 +29,11 @@ TEST(backend_every_level_has_every_entry) {
         if (!k) continue;
         for (int i = 0; i < gptc_kernel_nops; i++)
             CHECK_MSG(entry(k, gptc_kernel_ops[i].offset), "%s: %s is NULL", k_levels[l], gptc_kernel_ops[i].name);
-        CHECK(k->flash_scratch && k->flash_scratch_bf16);
+        CHECK(k->flash_scratch && k->flash_scratch_bf16 && k->matvec_part && k->attention_decode_part);
     }
-    /* gptc_kernel_ops lists every function pointer of the table (the ISA blocking, labels and the two
-     * scratch sizes are the others) */
-    CHECK_EQ_INT(gptc_kernel_nops + 6, (int)GPTC_KERNEL_SLOTS);
+    /* gptc_kernel_ops lists every function pointer of the table (the ISA blocking, labels, the two shares of
+     * the decode operators and the two scratch sizes are the others) */
+    CHECK_EQ_INT(gptc_kernel_nops + 8, (int)GPTC_KERNEL_SLOTS);
 }
 
 TEST(backend_each_level_sets_its_flash_and_gelu_forms) {

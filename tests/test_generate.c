@@ -1,8 +1,8 @@
 /* test_generate.c — generation at memory speed (model/decode.c's gptc_decoder, train/sampler.c): the
  * prompt's prefill and the incremental steps after it give the logits of the training forward
  * (unfused, whole logits) and of the one-token-at-a-time path at every position, at every kernel level;
- * batched samples equal single runs bit for bit; bf16 weights stay near fp32; greedy text equals the
- * old path's across a context rebuild. */
+ * batched samples equal single runs bit for bit; the step in one OpenMP region equals one region per
+ * operator; bf16 weights stay near fp32; greedy text equals the old path's across a context rebuild. */
 #include "test.h"
 
 #include "data/data.h"
@@ -128,6 +128,56 @@ TEST(decoder_packed_equals_unpacked) {
     CHECK_OK(gptc_decoder_init(&d, &m, 1, 8, GPTC_PRECISION_BF16, false));
     CHECK_MSG(d.packed != NULL && (d.wfmt & GPTC_MV_PANELS), "bf16 without params16: a packed copy");
     gptc_decoder_free(&d);
+    gptc_model_free(&m);
+}
+
+/* The decoder's step in one OpenMP region (the table's matvec_part and attention_decode_part, a spinning
+ * barrier) gives the step of one region per operator (a table without the shares) bit for bit: logits and
+ * hidden state, fp32 and bf16, packed and not, 1 and 3 samples after a shared prompt, at each level. */
+TEST(decoder_one_region_step_equals_per_operator_steps) {
+    static const char *const levels[] = {"ref", "avx2", "avx512"};
+    gptc_model m;
+    init_model(&m, &k_cfg, 31);
+    int V = k_cfg.vocab, T = k_cfg.context, prompt[8], steps[24];
+    random_tokens(prompt, 8, V, 6);
+    random_tokens(steps, T, V, 66);
+    for (int l = 0; l < 3; l++) {
+        const gptc_kernels *k = gptc_kernels_level(levels[l]);
+        if (!k) continue;
+        gptc_kernels apart = *k; /* the same operators, one region each */
+        apart.matvec_part = NULL;
+        apart.attention_decode_part = NULL;
+        const gptc_kernels *tables[2] = {k, &apart};
+        for (int c = 0; c < 8; c++) {
+            int S = c & 1 ? 3 : 1, pack = (c >> 1) & 1;
+            gptc_precision p = c & 4 ? GPTC_PRECISION_BF16 : GPTC_PRECISION_FP32;
+            gptc_decoder d[2];
+            for (int i = 0; i < 2; i++) {
+                m.k = tables[i];
+                gptc_model_bind_kernels(&m);
+                CHECK_OK(gptc_decoder_init(&d[i], &m, S, 8, p, pack));
+                gptc_decoder_prefill(&m, &d[i], 0, prompt, 8);
+                gptc_decoder_fork(&m, &d[i], 0);
+            }
+            bool same = true;
+            for (int t = 8; t < T && same; t++) {
+                int tok[3] = {steps[t], steps[T - 1 - t], steps[(t * 7) % T]};
+                const float *lg[2];
+                for (int i = 0; i < 2; i++) {
+                    m.k = tables[i];
+                    gptc_model_bind_kernels(&m);
+                    lg[i] = gptc_decoder_step(&m, &d[i], tok);
+                }
+                same = !memcmp(lg[0], lg[1], sizeof(float) * S * m.Vp) &&
+                       !memcmp(d[0].xn, d[1].xn, sizeof(float) * S * k_cfg.channels);
+            }
+            CHECK_MSG(same, "%s %s S %d packed %d: the one-region step differs", levels[l], gptc_precision_name(p), S,
+                      pack);
+            gptc_decoder_free(&d[0]), gptc_decoder_free(&d[1]);
+        }
+    }
+    m.k = gptc_kernels_get();
+    gptc_model_bind_kernels(&m);
     gptc_model_free(&m);
 }
 

@@ -3,7 +3,8 @@
  * and bf16 weights, ragged
  * shapes (M 1..8, odd N and K, strides wider than the rows), nothing written outside out's rows; and
  * the properties the sampler relies on, bit for bit: a row of a batched call equals the same row
- * alone, the result does not depend on the thread count, and the panel form gives the (K,N) form's. */
+ * alone, the result does not depend on the thread count, the panel form gives the (K,N) form's, and the
+ * shares of a call (matvec_part, attention_decode_part) give the whole call's. */
 #include "test.h"
 
 #include "core/core.h"
@@ -141,6 +142,74 @@ TEST(matvec_rows_and_threads_bitwise) {
     }
     omp_set_num_threads(saved);
     free(x), free(wf), free(wh), free(bias), free(all), free(one), free(packed), free(one_panels);
+}
+
+/* matvec_part and attention_decode_part: every share of a call, run one after the other (last first) on
+ * one thread, gives the whole operation's result bit for bit at each level, for 1 to 4 parts (more parts
+ * than panels, heads or columns included): each form of W, fp32 and bf16, 1 to 5 rows (the panel pairs
+ * of 1 and 2 rows), ragged N; the attention with shared and own positions, fp32 and bf16 caches. */
+TEST(matvec_and_attention_shares_equal_the_whole) {
+    static const int Ns[] = {1, 63, 129, 1000};
+    int K = 70, maxM = 5, maxN = 1000;
+    float *x = malloc(sizeof(float) * maxM * K), *wf = malloc(sizeof(float) * (size_t)maxN * K);
+    uint16_t *wh = malloc(sizeof(uint16_t) * (size_t)maxN * K);
+    float *packed = malloc(sizeof(float) * gptc_matvec_panel_elems(K, maxN)), *bias = malloc(sizeof(float) * maxN);
+    float *whole = malloc(sizeof(float) * maxM * maxN), *shares = malloc(sizeof(float) * maxM * maxN);
+    for (int i = 0; i < maxM * K; i++) x[i] = frand();
+    for (size_t i = 0; i < (size_t)maxN * K; i++) wf[i] = frand(), wh[i] = gptc_f32_to_bf16(wf[i]);
+    for (int n = 0; n < maxN; n++) bias[n] = frand();
+    for (int l = 0; l < NLEVELS; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        int bad = 0;
+        for (int transW = 0; transW < 2; transW++)
+            for (int wfmt = 0; wfmt < 4; wfmt++)
+                for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+                    for (int M = 1; M <= maxM; M++) {
+                        int N = Ns[ni], w16 = wfmt & GPTC_MV_BF16, ldw = transW ? K : N;
+                        const void *W = w16 ? (const void *)wh : wf;
+                        if (wfmt & GPTC_MV_PANELS) {
+                            gptc_matvec_pack(packed, w16, wf, ldw, transW, K, N);
+                            W = packed;
+                        }
+                        k->matvec(transW, wfmt, M, N, K, x, K, W, ldw, bias, whole, N);
+                        for (int parts = 1; parts <= 4; parts++) {
+                            for (int i = 0; i < M * N; i++) shares[i] = k_sentinel;
+                            for (int p = parts - 1; p >= 0; p--)
+                                k->matvec_part(p, parts, transW, wfmt, M, N, K, x, K, W, ldw, bias, shares, N);
+                            if (memcmp(shares, whole, sizeof(float) * M * N)) bad++;
+                        }
+                    }
+        CHECK_MSG(bad == 0, "%s: %d matvec calls whose shares differ from the whole", k_levels[l], bad);
+        /* the attention: C 128, NH 4 (HS 32) and C 256, NH 4 (HS 64: the fast path), S 3 with P shared */
+        for (int c = 0; c < 2; c++)
+            for (int kv16 = 0; kv16 < 2; kv16++) {
+                int C = c ? 256 : 128, NH = 4, S = 3, P = 9, Tc = 23, ldq = 3 * C, lds = 30 * C;
+                size_t es = kv16 ? sizeof(uint16_t) : sizeof(float), n = (size_t)S * lds;
+                float *q = malloc(sizeof(float) * S * ldq), *att = malloc(sizeof(float) * S * NH * Tc);
+                float *o1 = malloc(sizeof(float) * S * C), *o2 = malloc(sizeof(float) * S * C);
+                char *kc = malloc(es * n), *vc = malloc(es * n);
+                for (int i = 0; i < S * ldq; i++) q[i] = 3 * frand();
+                for (size_t i = 0; i < n; i++) {
+                    float a = frand(), b = frand();
+                    if (kv16)
+                        ((uint16_t *)kc)[i] = gptc_f32_to_bf16(a), ((uint16_t *)vc)[i] = gptc_f32_to_bf16(b);
+                    else
+                        ((float *)kc)[i] = a, ((float *)vc)[i] = b;
+                }
+                k->attention_decode_shared(o1, C, att, q, ldq, kc, vc, P, kc, vc, lds, Tc, S, C, NH, kv16);
+                for (int parts = 1; parts <= 5; parts++) {
+                    for (int i = 0; i < S * C; i++) o2[i] = k_sentinel;
+                    for (int p = parts - 1; p >= 0; p--)
+                        k->attention_decode_part(p, parts, o2, C, att, q, ldq, kc, vc, P, kc, vc, lds, Tc, S, C, NH,
+                                                 kv16);
+                    CHECK_MSG(!memcmp(o1, o2, sizeof(float) * S * C), "%s C %d kv16 %d: %d attention shares differ",
+                              k_levels[l], C, kv16, parts);
+                }
+                free(q), free(att), free(o1), free(o2), free(kc), free(vc);
+            }
+    }
+    free(x), free(wf), free(wh), free(packed), free(bias), free(whole), free(shares);
 }
 
 /* attention_decode (one query against a cache) at each level against the reference: ragged cache

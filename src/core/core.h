@@ -161,6 +161,15 @@ int gptc_threads(void);
 int gptc_pin_threads(int *cpus, int cap);
 /* Gives every thread of the team back the affinity mask the process had before gptc_pin_threads. */
 void gptc_unpin_threads(void);
+/* A barrier for the nt threads of one parallel region that spins instead of sleeping: a decode step in one
+ * region (model/decode.c) passes ~100 of them per token, where OpenMP's barrier took 1.5 us on a 2-vCPU VM
+ * and this one 0.2. After a few thousand spins a waiting thread yields its CPU, so a team larger than the
+ * CPUs still moves on. Zero-initialise it before the region; each thread keeps its own sense (an int, 0
+ * at first) across the waits. */
+typedef struct gptc_spin_barrier {
+    int count, sense;
+} gptc_spin_barrier;
+void gptc_spin_barrier_wait(gptc_spin_barrier *b, int nt, int *sense);
 
 /* ---- rolling statistics of the last GPTC_WINDOW values (step times for the jitter in the log) */
 #define GPTC_WINDOW 50

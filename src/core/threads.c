@@ -1,4 +1,5 @@
-/* threads.c — the OpenMP thread count, set once per run, and binding the team's threads to cores. */
+/* threads.c — the OpenMP thread count, set once per run, binding the team's threads to cores, and a
+ * spinning barrier for a team's threads. */
 #include "core.h"
 
 #include <omp.h>
@@ -61,4 +62,22 @@ void gptc_unpin_threads(void) {
     if (!g_have_saved) return;
 #pragma omp parallel
     sched_setaffinity(0, sizeof g_saved, &g_saved);
+}
+
+void gptc_spin_barrier_wait(gptc_spin_barrier *b, int nt, int *sense) {
+    const int mine = *sense = !*sense;
+    if (__atomic_add_fetch(&b->count, 1, __ATOMIC_ACQ_REL) == nt) { /* the last to arrive releases the rest */
+        __atomic_store_n(&b->count, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&b->sense, mine, __ATOMIC_RELEASE);
+        return;
+    }
+    for (long spins = 0; __atomic_load_n(&b->sense, __ATOMIC_ACQUIRE) != mine; spins++) {
+        if (spins < 4096) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield();
+        }
+    }
 }

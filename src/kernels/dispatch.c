@@ -126,6 +126,8 @@ static bool override_op(const char *item, size_t len, int best) {
                 g_custom.gemm_bf16_isa = t->gemm_bf16_isa;
                 g_custom.gemm_bf16 = t->gemm_bf16;
             }
+            if (strcmp(name, "matvec") == 0) g_custom.matvec_part = t->matvec_part; /* with its shares */
+            if (strcmp(name, "attention_decode_shared") == 0) g_custom.attention_decode_part = t->attention_decode_part;
             if (strcmp(name, "flash_fwd") == 0) g_custom.flash_scratch = t->flash_scratch;
             if (strcmp(name, "flash_fwd_bf16") == 0) g_custom.flash_scratch_bf16 = t->flash_scratch_bf16;
             return true;

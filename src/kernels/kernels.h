@@ -216,6 +216,17 @@ typedef struct gptc_kernels {
      * its (B*T, r) products */
     void (*scale)(float *x, float s, size_t n);
 
+    /* Not operators of their own: share `part` (0 <= part < parts) of matvec and of attention_decode_shared,
+     * same arguments, for a caller that runs the team itself (a decode step in one parallel region,
+     * model/decode.c). A share opens no OpenMP region; the shares write disjoint parts of out (matvec:
+     * columns; attention: heads, and their rows of att), and all parts of one call, run in any order or
+     * at once, give the whole operation's result bit for bit. Set with their operators (dispatch.c). */
+    void (*matvec_part)(int part, int parts, int transW, int wfmt, int M, int N, int K, const float *x, int ldx,
+                        const void *W, int ldw, const float *bias, float *out, int ldo);
+    void (*attention_decode_part)(int part, int parts, float *out, int ldo, float *att, const float *q, int ldq,
+                                  const void *kp, const void *vp, int P, const void *k, const void *v, size_t lds,
+                                  int Tc, int S, int C, int NH, int kv16);
+
     /* Not operators: the per-thread scratch (bytes as gptc_alloc counts them) the flash entries above
      * grow to over a forward and a backward at (T, HS), for the planner; set with them. */
     size_t (*flash_scratch)(int T, int HS);

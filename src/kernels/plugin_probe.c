@@ -102,9 +102,10 @@ SAME_TYPE(rows_to_heads, rows_to_heads);
 SAME_TYPE(dropout, dropout);
 SAME_TYPE(zero, zero);
 SAME_TYPE(grad_sumsq, grad_sumsq);
-/* and every operator of the table is one of them: the table's slots but its 6 others (variant, gemm_isa,
- * gemm_bf16_isa, labels, flash_scratch, flash_scratch_bf16; tests/test_backend.c checks that
- * gptc_kernel_ops lists the same count), the 7 bf16-storage twins (layernorm_fwd_bf16 to
+/* and every operator of the table is one of them: the table's slots but its 8 others (variant, gemm_isa,
+ * gemm_bf16_isa, labels, matvec_part, attention_decode_part (the shares of two decode operators),
+ * flash_scratch, flash_scratch_bf16; tests/test_backend.c checks that gptc_kernel_ops lists the same
+ * count), the 7 bf16-storage twins (layernorm_fwd_bf16 to
  * gemm_bf16_in16), which a plugin does not replace: under 'dtype' bf16 the run calls them instead of
  * the LayerNorm, GELU and head-merge forwards (gptc_op_runs), to_bf16 and adamw16 (the O2 weights' copy,
  * alone and with the update; a plugin's adamw is called with to_bf16 after it instead); the
@@ -112,7 +113,7 @@ SAME_TYPE(grad_sumsq, grad_sumsq);
  * attention_decode_shared (decoding's small-M product and its attention of samples sharing a prompt,
  * gptc sample only), and scale (LoRA's alpha/r), which are not plugin operators either */
 enum { BF16_STORAGE_OPS = 9, OSTATE_OPS = 4, DECODE_OPS = 2, LORA_OPS = 1 };
-_Static_assert(GPTC_OP_COUNT + 6 + BF16_STORAGE_OPS + OSTATE_OPS + DECODE_OPS + LORA_OPS == GPTC_KERNEL_SLOTS,
+_Static_assert(GPTC_OP_COUNT + 8 + BF16_STORAGE_OPS + OSTATE_OPS + DECODE_OPS + LORA_OPS == GPTC_KERNEL_SLOTS,
                "a kernel table entry without a plugin operator (plugin_ops.h)");
 
 /* Whether the run calls op (its training step, evaluation, sampling or optimizer update). */

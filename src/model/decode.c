@@ -5,10 +5,11 @@
  *     attention), then S samples stepped together, each step one matvec per weight matrix for the S
  *     rows (the weights streamed once: a copy packed in panels, fp32 or bf16, or the model's rows) and
  *     one attention_decode_shared per layer (the prompt's keys and values, shared by the samples, read
- *     once for all; a bf16 decoder keeps them in bf16). */
+ *     once for all; a bf16 decoder keeps them in bf16); on the CPU one OpenMP region per step (team_step). */
 #include "model/gpt2.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 gptc_status gptc_kv_cache_init(gptc_kv_cache *c, const gptc_model *m) {
@@ -321,6 +322,63 @@ void gptc_decoder_fork(const gptc_model *m, gptc_decoder *d, int src) {
         if (s != src) memcpy(d->logits + (size_t)s * m->Vp, d->logits + (size_t)src * m->Vp, sizeof(float) * m->Vp);
 }
 
+/* One thread's share of a step's matvec for layer l's site (site_product's, without LoRA) */
+static void site_share(const gptc_model *m, const gptc_decoder *d, int l, int site, int tid, int nt, const float *x,
+                       float *out) {
+    layer_site s = site_of(m, l, site);
+    m->be.k->matvec_part(tid, nt, 0, d->wfmt, d->S, s.N, s.K, x, s.K, step_mat(m, d, l, site), s.N, s.b, out, s.N);
+}
+
+/* gptc_decoder_step's layers and classifier in one OpenMP region: each matvec and the attention split into
+ * the table's shares (matvec_part, attention_decode_part; the same bits as the whole operations), the row
+ * operators (cache writes, residual + LayerNorm, GELU: a row or a few, below their kernels' thresholds for
+ * threads) on one thread, a spinning barrier between dependent steps. A step makes ~100 of those passes;
+ * entering and leaving an OpenMP region for each cost 3.3 us on the 2-vCPU VM of docs/performance.md
+ * (one wait at OpenMP's barrier 1.5 us, at this one 0.2). */
+static void team_step(const gptc_model *m, gptc_decoder *d) {
+    const gptc_kernels *k = m->be.k;
+    const int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, V = m->cfg.vocab, S = d->S, t = d->len;
+    const size_t lds = (size_t)d->maxT * C;
+    gptc_spin_barrier bar = {0};
+#pragma omp parallel
+    {
+        const int tid = omp_get_thread_num(), nt = omp_get_num_threads(), last = nt - 1;
+        int sense = 0;
+        for (int l = 0; l < L; l++) {
+            const gptc_layer *w = &m->w.layer[l];
+            site_share(m, d, l, GPTC_LORA_QKV, tid, nt, d->xn, d->qkv);
+            gptc_spin_barrier_wait(&bar, nt, &sense);
+            void *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C);
+            for (int s = 0; s < S; s++) { /* keys on the first thread, values on the last */
+                const float *qkv = d->qkv + (size_t)s * 3 * C;
+                if (tid == 0) cache_put(m, d, kc, s * lds + (size_t)t * C, qkv + C, C);
+                if (tid == last) cache_put(m, d, vc, s * lds + (size_t)t * C, qkv + 2 * C, C);
+            }
+            gptc_spin_barrier_wait(&bar, nt, &sense);
+            k->attention_decode_part(tid, nt, d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1,
+                                     S, C, NH, d->kv16);
+            gptc_spin_barrier_wait(&bar, nt, &sense);
+            site_share(m, d, l, GPTC_LORA_ATTPROJ, tid, nt, d->atty, d->tmp);
+            gptc_spin_barrier_wait(&bar, nt, &sense);
+            if (tid == 0)
+                k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, w->ln2w, w->ln2b, S, C);
+            gptc_spin_barrier_wait(&bar, nt, &sense);
+            site_share(m, d, l, GPTC_LORA_FC, tid, nt, d->xn, d->fch);
+            gptc_spin_barrier_wait(&bar, nt, &sense);
+            if (tid == 0) gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->fch, d->fch, (size_t)S * 4 * C);
+            gptc_spin_barrier_wait(&bar, nt, &sense);
+            site_share(m, d, l, GPTC_LORA_FCPROJ, tid, nt, d->fch, d->tmp);
+            gptc_spin_barrier_wait(&bar, nt, &sense);
+            const bool end = l + 1 == L; /* after the last layer, the final LayerNorm */
+            const float *lnw = end ? m->w.lnfw : m->w.layer[l + 1].ln1w;
+            const float *lnb = end ? m->w.lnfb : m->w.layer[l + 1].ln1b;
+            if (tid == 0) k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, lnw, lnb, S, C);
+            gptc_spin_barrier_wait(&bar, nt, &sense);
+        }
+        k->matvec_part(tid, nt, 1, d->wfmt, S, V, C, d->xn, C, d->cls, C, NULL, d->logits, m->Vp);
+    }
+}
+
 const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *tokens) {
     GPTC_ASSERT(d->len < d->maxT);
     const gptc_kernels *k = m->be.k;
@@ -329,6 +387,14 @@ const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *
     for (int s = 0; s < S; s++) GPTC_ASSERT(tokens[s] >= 0 && tokens[s] < V);
     k->encoder_fwd(d->x, tokens, m->w.wte, m->w.wpe + (size_t)t * C, S, 1, C); /* S rows at position t */
     k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, m->w.layer[0].ln1w, m->w.layer[0].ln1b, S, C);
+    /* a CPU table (LoRA's products are GEMMs), and a CPU for each thread: spinning threads would keep a
+     * waiting one off its CPU */
+    if (k->matvec_part && k->attention_decode_part && !m->lora && omp_get_max_threads() <= gptc_cpu()->logical_cpus) {
+        team_step(m, d);
+        d->len++;
+        mem->synchronize();
+        return d->logits;
+    }
     for (int l = 0; l < L; l++) { /* xn: LayerNorm 1 of x, after the encoder or the previous layer's fused residual */
         const gptc_layer *w = &m->w.layer[l];
         site_product(m, d, l, GPTC_LORA_QKV, false, S, d->xn, d->qkv);

@@ -151,62 +151,87 @@ static inline float kv_at(const void *base, int kv16, size_t i) {
     return kv16 ? gptc_bf16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
 }
 
-/* S queries against caches sharing their first P positions (kernels.h attention_decode_shared): per
- * sample and head, the scores of positions 0..Tc-1 (the shared rows below P, the sample's own from P),
- * their softmax and the probabilities' sum of values, in position order, as attention_decode does. */
+/* S queries against caches sharing their first P positions (kernels.h attention_decode_shared), sample s
+ * and head h: the scores of positions 0..Tc-1 (the shared rows below P, the sample's own from P), their
+ * softmax and the probabilities' sum of values, in position order, as attention_decode does. */
+static void ref_decode_head(int s, int h, float *out, int ldo, float *att, const float *q, int ldq, const void *kp,
+                            const void *vp, int P, const void *k, const void *v, size_t lds, int Tc, int C, int NH,
+                            int kv16) {
+    int HS = C / NH;
+    float scale = 1 / sqrtf((float)HS);
+    float *a = att + ((size_t)s * NH + h) * Tc, maxv = -INFINITY, sum = 0;
+    const float *qh = q + (size_t)s * ldq + (size_t)h * HS;
+    for (int t = 0; t < Tc; t++) {
+        const void *kb = t < P ? kp : k;
+        size_t at = (t < P ? 0 : (size_t)s * lds) + (size_t)t * C + (size_t)h * HS;
+        float d = 0;
+        for (int i = 0; i < HS; i++) d += qh[i] * kv_at(kb, kv16, at + i);
+        a[t] = d * scale;
+        if (a[t] > maxv) maxv = a[t];
+    }
+    for (int t = 0; t < Tc; t++) {
+        a[t] = expf(a[t] - maxv);
+        sum += a[t];
+    }
+    float *o = out + (size_t)s * ldo + (size_t)h * HS;
+    for (int i = 0; i < HS; i++) o[i] = 0;
+    for (int t = 0; t < Tc; t++) {
+        const void *vb = t < P ? vp : v;
+        size_t at = (t < P ? 0 : (size_t)s * lds) + (size_t)t * C + (size_t)h * HS;
+        float w = a[t] / sum;
+        for (int i = 0; i < HS; i++) o[i] += w * kv_at(vb, kv16, at + i);
+    }
+}
+
 static void ref_attention_decode_shared(float *out, int ldo, float *att, const float *q, int ldq, const void *kp,
                                         const void *vp, int P, const void *k, const void *v, size_t lds, int Tc,
                                         int S, int C, int NH, int kv16) {
-    int HS = C / NH;
-    float scale = 1 / sqrtf((float)HS);
 #pragma omp parallel for schedule(static) collapse(2)
     for (int s = 0; s < S; s++)
-        for (int h = 0; h < NH; h++) {
-            float *a = att + ((size_t)s * NH + h) * Tc, maxv = -INFINITY, sum = 0;
-            const float *qh = q + (size_t)s * ldq + (size_t)h * HS;
-            for (int t = 0; t < Tc; t++) {
-                const void *kb = t < P ? kp : k;
-                size_t at = (t < P ? 0 : (size_t)s * lds) + (size_t)t * C + (size_t)h * HS;
-                float d = 0;
-                for (int i = 0; i < HS; i++) d += qh[i] * kv_at(kb, kv16, at + i);
-                a[t] = d * scale;
-                if (a[t] > maxv) maxv = a[t];
-            }
-            for (int t = 0; t < Tc; t++) {
-                a[t] = expf(a[t] - maxv);
-                sum += a[t];
-            }
-            float *o = out + (size_t)s * ldo + (size_t)h * HS;
-            for (int i = 0; i < HS; i++) o[i] = 0;
-            for (int t = 0; t < Tc; t++) {
-                const void *vb = t < P ? vp : v;
-                size_t at = (t < P ? 0 : (size_t)s * lds) + (size_t)t * C + (size_t)h * HS;
-                float w = a[t] / sum;
-                for (int i = 0; i < HS; i++) o[i] += w * kv_at(vb, kv16, at + i);
-            }
-        }
+        for (int h = 0; h < NH; h++)
+            ref_decode_head(s, h, out, ldo, att, q, ldq, kp, vp, P, k, v, lds, Tc, C, NH, kv16);
 }
 
-/* out (M,N) = x (M,K) @ op(W) [+ bias] (kernels.h matvec): each element summed over k in order, from 0,
- * then the bias added; W read as floats or widened from bf16, from rows or from panels. */
-static void ref_matvec(int transW, int wfmt, int M, int N, int K, const float *x, int ldx, const void *W, int ldw,
-                       const float *bias, float *out, int ldo) {
+/* kernels.h attention_decode_part: heads NH*part/parts.. of every sample */
+static void ref_attention_decode_part(int part, int parts, float *out, int ldo, float *att, const float *q, int ldq,
+                                      const void *kp, const void *vp, int P, const void *k, const void *v, size_t lds,
+                                      int Tc, int S, int C, int NH, int kv16) {
+    for (int s = 0; s < S; s++)
+        for (int h = NH * part / parts; h < NH * (part + 1) / parts; h++)
+            ref_decode_head(s, h, out, ldo, att, q, ldq, kp, vp, P, k, v, lds, Tc, C, NH, kv16);
+}
+
+/* Column n of out (M,N) = x (M,K) @ op(W) [+ bias] (kernels.h matvec): each element summed over k in
+ * order, from 0, then the bias added; W read as floats or widened from bf16, from rows or from panels. */
+static void ref_matvec_col(int n, int transW, int wfmt, int M, int K, const float *x, int ldx, const void *W, int ldw,
+                           const float *bias, float *out, int ldo) {
     const float *wf = W;
     const uint16_t *wh = W;
     const int w16 = wfmt & GPTC_MV_BF16, panels = wfmt & GPTC_MV_PANELS;
-#pragma omp parallel for schedule(static) if ((size_t)N * K >= ((size_t)1 << 16))
-    for (int n = 0; n < N; n++)
-        for (int m = 0; m < M; m++) {
-            const float *xr = x + (size_t)m * ldx;
-            float s = 0;
-            for (int k = 0; k < K; k++) {
-                size_t i = panels   ? gptc_matvec_panel_at(K, k, n, w16)
-                           : transW ? (size_t)n * ldw + k
-                                    : (size_t)k * ldw + n;
-                s += xr[k] * (w16 ? gptc_bf16_to_f32(wh[i]) : wf[i]);
-            }
-            out[(size_t)m * ldo + n] = bias ? s + bias[n] : s;
+    for (int m = 0; m < M; m++) {
+        const float *xr = x + (size_t)m * ldx;
+        float s = 0;
+        for (int k = 0; k < K; k++) {
+            size_t i = panels   ? gptc_matvec_panel_at(K, k, n, w16)
+                       : transW ? (size_t)n * ldw + k
+                                : (size_t)k * ldw + n;
+            s += xr[k] * (w16 ? gptc_bf16_to_f32(wh[i]) : wf[i]);
         }
+        out[(size_t)m * ldo + n] = bias ? s + bias[n] : s;
+    }
+}
+
+static void ref_matvec(int transW, int wfmt, int M, int N, int K, const float *x, int ldx, const void *W, int ldw,
+                       const float *bias, float *out, int ldo) {
+#pragma omp parallel for schedule(static) if ((size_t)N * K >= ((size_t)1 << 16))
+    for (int n = 0; n < N; n++) ref_matvec_col(n, transW, wfmt, M, K, x, ldx, W, ldw, bias, out, ldo);
+}
+
+/* kernels.h matvec_part: columns N*part/parts.. */
+static void ref_matvec_part(int part, int parts, int transW, int wfmt, int M, int N, int K, const float *x, int ldx,
+                            const void *W, int ldw, const float *bias, float *out, int ldo) {
+    for (int n = (int)((long)N * part / parts); n < (int)((long)N * (part + 1) / parts); n++)
+        ref_matvec_col(n, transW, wfmt, M, K, x, ldx, W, ldw, bias, out, ldo);
 }
 
 static const gptc_kernels g_ref = {
@@ -263,6 +288,8 @@ static const gptc_kernels g_ref = {
     .matvec = ref_matvec,
     .scale = ref_scale,
     .attention_decode_shared = ref_attention_decode_shared,
+    .matvec_part = ref_matvec_part,
+    .attention_decode_part = ref_attention_decode_part,
     .flash_scratch = gptc_flash_scratch_ref,
     .flash_scratch_bf16 = gptc_flash_scratch_bf16_ref,
 };
