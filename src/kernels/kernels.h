@@ -233,6 +233,11 @@ typedef struct gptc_kernels {
     size_t (*flash_scratch_bf16)(int T, int HS);
 } gptc_kernels;
 
+/* The first of n units in share `part` of `parts`: every level's matvec_part and attention_decode_part split
+ * their units (panels or pairs of them, W's rows, column tiles, heads) evenly, share p holding units
+ * gptc_share_at(n, p, parts) .. gptc_share_at(n, p + 1, parts) - 1. */
+static inline int gptc_share_at(int n, int part, int parts) { return (int)((long)n * part / parts); }
+
 /* gemm_bf16_in16's in16 bits. GPTC_GEMM_B_PANELS (with transB 0; ldb unused): B is the (K,N) matrix in
  * matvec's panel form (GPTC_MV_PANEL below, gptc_matvec_pack; bf16 values with GPTC_GEMM_B16, else
  * floats), which the packers read panel by panel: the same bits as B in rows (a decoder's prefill reads

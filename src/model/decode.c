@@ -5,7 +5,7 @@
  *     attention), then S samples stepped together, each step one matvec per weight matrix for the S
  *     rows (the weights streamed once: a copy packed in panels, fp32 or bf16, or the model's rows) and
  *     one attention_decode_shared per layer (the prompt's keys and values, shared by the samples, read
- *     once for all; a bf16 decoder keeps them in bf16); on the CPU one OpenMP region per step (team_step). */
+ *     once for all; a bf16 decoder keeps them in bf16); on the CPU one OpenMP region per step (step_team). */
 #include "model/gpt2.h"
 
 #include <math.h>
@@ -322,104 +322,102 @@ void gptc_decoder_fork(const gptc_model *m, gptc_decoder *d, int src) {
         if (s != src) memcpy(d->logits + (size_t)s * m->Vp, d->logits + (size_t)src * m->Vp, sizeof(float) * m->Vp);
 }
 
-/* One thread's share of a step's matvec for layer l's site (site_product's, without LoRA) */
-static void site_share(const gptc_model *m, const gptc_decoder *d, int l, int site, int tid, int nt, const float *x,
-                       float *out) {
+/* Who runs a step's layers: the threads of one OpenMP region (shares: each matvec and attention split into
+ * the table's shares, matvec_part and attention_decode_part, the same bits as the whole operations; the row
+ * operators on the first thread; a spinning barrier between dependent steps), or the calling thread alone
+ * (nt 1, no region: every operation whole, opening its own regions; its barriers return at once). */
+typedef struct step_team {
+    gptc_spin_barrier *bar;
+    int tid, nt, sense;
+    bool shares;
+} step_team;
+
+static void team_wait(step_team *tm) { gptc_spin_barrier_wait(tm->bar, tm->nt, &tm->sense); }
+
+/* out (S,N) = x (S,K) @ W + bias for layer l's site: this thread's share, or the whole product with its
+ * adapter's term (site_product) */
+static void step_product(const gptc_model *m, const gptc_decoder *d, step_team *tm, int l, int site, const float *x,
+                         float *out) {
+    if (!tm->shares) {
+        site_product(m, d, l, site, false, d->S, x, out);
+        return;
+    }
     layer_site s = site_of(m, l, site);
-    m->be.k->matvec_part(tid, nt, 0, d->wfmt, d->S, s.N, s.K, x, s.K, step_mat(m, d, l, site), s.N, s.b, out, s.N);
+    m->be.k->matvec_part(tm->tid, tm->nt, 0, d->wfmt, d->S, s.N, s.K, x, s.K, step_mat(m, d, l, site), s.N, s.b,
+                         out, s.N);
 }
 
-/* gptc_decoder_step's layers and classifier in one OpenMP region: each matvec and the attention split into
- * the table's shares (matvec_part, attention_decode_part; the same bits as the whole operations), the row
- * operators (cache writes, residual + LayerNorm, GELU: a row or a few, below their kernels' thresholds for
- * threads) on one thread, a spinning barrier between dependent steps. A step makes ~100 of those passes;
- * entering and leaving an OpenMP region for each cost 3.3 us on the 2-vCPU VM of docs/performance.md
- * (one wait at OpenMP's barrier 1.5 us, at this one 0.2). */
-static void team_step(const gptc_model *m, gptc_decoder *d) {
+/* gptc_decoder_step's layers and classifier, from xn (LayerNorm 1 of the step's rows) to the logits */
+static void step_layers(const gptc_model *m, gptc_decoder *d, step_team *tm) {
     const gptc_kernels *k = m->be.k;
     const int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, V = m->cfg.vocab, S = d->S, t = d->len;
-    const size_t lds = (size_t)d->maxT * C;
-    gptc_spin_barrier bar = {0};
-#pragma omp parallel
-    {
-        const int tid = omp_get_thread_num(), nt = omp_get_num_threads(), last = nt - 1;
-        int sense = 0;
-        for (int l = 0; l < L; l++) {
-            const gptc_layer *w = &m->w.layer[l];
-            site_share(m, d, l, GPTC_LORA_QKV, tid, nt, d->xn, d->qkv);
-            gptc_spin_barrier_wait(&bar, nt, &sense);
-            void *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C);
-            for (int s = 0; s < S; s++) { /* keys on the first thread, values on the last */
-                const float *qkv = d->qkv + (size_t)s * 3 * C;
-                if (tid == 0) cache_put(m, d, kc, s * lds + (size_t)t * C, qkv + C, C);
-                if (tid == last) cache_put(m, d, vc, s * lds + (size_t)t * C, qkv + 2 * C, C);
-            }
-            gptc_spin_barrier_wait(&bar, nt, &sense);
-            k->attention_decode_part(tid, nt, d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1,
-                                     S, C, NH, d->kv16);
-            gptc_spin_barrier_wait(&bar, nt, &sense);
-            site_share(m, d, l, GPTC_LORA_ATTPROJ, tid, nt, d->atty, d->tmp);
-            gptc_spin_barrier_wait(&bar, nt, &sense);
-            if (tid == 0)
-                k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, w->ln2w, w->ln2b, S, C);
-            gptc_spin_barrier_wait(&bar, nt, &sense);
-            site_share(m, d, l, GPTC_LORA_FC, tid, nt, d->xn, d->fch);
-            gptc_spin_barrier_wait(&bar, nt, &sense);
-            if (tid == 0) gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->fch, d->fch, (size_t)S * 4 * C);
-            gptc_spin_barrier_wait(&bar, nt, &sense);
-            site_share(m, d, l, GPTC_LORA_FCPROJ, tid, nt, d->fch, d->tmp);
-            gptc_spin_barrier_wait(&bar, nt, &sense);
-            const bool end = l + 1 == L; /* after the last layer, the final LayerNorm */
-            const float *lnw = end ? m->w.lnfw : m->w.layer[l + 1].ln1w;
-            const float *lnb = end ? m->w.lnfb : m->w.layer[l + 1].ln1b;
-            if (tid == 0) k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, lnw, lnb, S, C);
-            gptc_spin_barrier_wait(&bar, nt, &sense);
+    const bool first = tm->tid == 0, last = tm->tid == tm->nt - 1;
+    const size_t lds = (size_t)d->maxT * C; /* sample s's cache rows: + s*lds */
+    for (int l = 0; l < L; l++) { /* xn: LayerNorm 1 of x, after the encoder or the previous layer's fused residual */
+        const gptc_layer *w = &m->w.layer[l];
+        step_product(m, d, tm, l, GPTC_LORA_QKV, d->xn, d->qkv);
+        team_wait(tm);
+        void *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C);
+        for (int s = 0; s < S; s++) { /* position t's key (first thread) and value (last) into each sample's rows */
+            const float *qkv = d->qkv + (size_t)s * 3 * C;
+            if (first) cache_put(m, d, kc, s * lds + (size_t)t * C, qkv + C, C);
+            if (last) cache_put(m, d, vc, s * lds + (size_t)t * C, qkv + 2 * C, C);
         }
-        k->matvec_part(tid, nt, 1, d->wfmt, S, V, C, d->xn, C, d->cls, C, NULL, d->logits, m->Vp);
+        team_wait(tm);
+        if (tm->shares)
+            k->attention_decode_part(tm->tid, tm->nt, d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds,
+                                     t + 1, S, C, NH, d->kv16);
+        else
+            k->attention_decode_shared(d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1, S, C,
+                                       NH, d->kv16);
+        team_wait(tm);
+        step_product(m, d, tm, l, GPTC_LORA_ATTPROJ, d->atty, d->tmp);
+        team_wait(tm);
+        if (first) k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, w->ln2w, w->ln2b, S, C);
+        team_wait(tm);
+        step_product(m, d, tm, l, GPTC_LORA_FC, d->xn, d->fch);
+        team_wait(tm);
+        if (first) gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->fch, d->fch, (size_t)S * 4 * C);
+        team_wait(tm);
+        step_product(m, d, tm, l, GPTC_LORA_FCPROJ, d->fch, d->tmp);
+        team_wait(tm);
+        /* the residual, and the next layer's LayerNorm 1 (after the last, the final LayerNorm) in the same pass */
+        const bool end = l + 1 == L;
+        const float *lnw = end ? m->w.lnfw : m->w.layer[l + 1].ln1w, *lnb = end ? m->w.lnfb : m->w.layer[l + 1].ln1b;
+        if (first) k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, lnw, lnb, S, C);
+        team_wait(tm);
     }
+    if (tm->shares)
+        k->matvec_part(tm->tid, tm->nt, 1, d->wfmt, S, V, C, d->xn, C, d->cls, C, NULL, d->logits, m->Vp);
+    else
+        k->matvec(1, d->wfmt, S, V, C, d->xn, C, d->cls, C, NULL, d->logits, m->Vp);
 }
 
+/* On the CPU a step is one OpenMP region (step_team's shares): entering and leaving a region for each of a
+ * step's ~100 operations cost 3.3 us on the 2-vCPU VM of docs/performance.md, one wait at OpenMP's barrier
+ * 1.5 us, at the spinning one 0.2. One region per operation where the table has no shares (CUDA's), for
+ * LoRA (its products are GEMMs), and with more threads than CPUs (spinning threads would keep a waiting one
+ * off its CPU). */
 const float *gptc_decoder_step(const gptc_model *m, gptc_decoder *d, const int *tokens) {
     GPTC_ASSERT(d->len < d->maxT);
     const gptc_kernels *k = m->be.k;
-    const gptc_backend_memory *mem = m->be.mem;
-    int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, V = m->cfg.vocab, S = d->S, t = d->len;
+    const int C = m->cfg.channels, V = m->cfg.vocab, S = d->S, t = d->len;
     for (int s = 0; s < S; s++) GPTC_ASSERT(tokens[s] >= 0 && tokens[s] < V);
     k->encoder_fwd(d->x, tokens, m->w.wte, m->w.wpe + (size_t)t * C, S, 1, C); /* S rows at position t */
     k->layernorm_fwd(d->xn, d->mean, d->rstd, d->x, m->w.layer[0].ln1w, m->w.layer[0].ln1b, S, C);
-    /* a CPU table (LoRA's products are GEMMs), and a CPU for each thread: spinning threads would keep a
-     * waiting one off its CPU */
+    gptc_spin_barrier bar = {0};
     if (k->matvec_part && k->attention_decode_part && !m->lora && omp_get_max_threads() <= gptc_cpu()->logical_cpus) {
-        team_step(m, d);
-        d->len++;
-        mem->synchronize();
-        return d->logits;
-    }
-    for (int l = 0; l < L; l++) { /* xn: LayerNorm 1 of x, after the encoder or the previous layer's fused residual */
-        const gptc_layer *w = &m->w.layer[l];
-        site_product(m, d, l, GPTC_LORA_QKV, false, S, d->xn, d->qkv);
-        void *kc = cache_at(d, d->k, l, 0, C), *vc = cache_at(d, d->v, l, 0, C); /* sample s: + s*maxT*C */
-        size_t lds = (size_t)d->maxT * C;
-        for (int s = 0; s < S; s++) { /* position t's key and value into each sample's own rows */
-            const float *qkv = d->qkv + (size_t)s * 3 * C;
-            cache_put(m, d, kc, s * lds + (size_t)t * C, qkv + C, C);
-            cache_put(m, d, vc, s * lds + (size_t)t * C, qkv + 2 * C, C);
+#pragma omp parallel
+        {
+            step_team tm = {&bar, omp_get_thread_num(), omp_get_num_threads(), 0, true};
+            step_layers(m, d, &tm);
         }
-        k->attention_decode_shared(d->atty, C, d->att, d->qkv, 3 * C, kc, vc, d->shared, kc, vc, lds, t + 1, S, C, NH,
-                                   d->kv16);
-        site_product(m, d, l, GPTC_LORA_ATTPROJ, false, S, d->atty, d->tmp);
-        k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, w->ln2w, w->ln2b, S, C);
-        site_product(m, d, l, GPTC_LORA_FC, false, S, d->xn, d->fch);
-        gptc_gelu_fwd_entry(k, m->cfg.gelu)(d->fch, d->fch, (size_t)S * 4 * C);
-        site_product(m, d, l, GPTC_LORA_FCPROJ, false, S, d->fch, d->tmp);
-        /* the residual, and the next layer's LayerNorm 1 (after the last, the final LayerNorm) in the same pass */
-        const bool last = l + 1 == L;
-        const float *lnw = last ? m->w.lnfw : m->w.layer[l + 1].ln1w, *lnb = last ? m->w.lnfb : m->w.layer[l + 1].ln1b;
-        k->residual_layernorm_fwd(d->x, d->xn, d->mean, d->rstd, d->x, d->tmp, lnw, lnb, S, C);
+    } else {
+        step_team tm = {&bar, 0, 1, 0, false};
+        step_layers(m, d, &tm);
     }
-    k->matvec(1, d->wfmt, S, V, C, d->xn, C, d->cls, C, NULL, d->logits, m->Vp);
     d->len++;
-    mem->synchronize();
+    m->be.mem->synchronize();
     return d->logits;
 }
 

@@ -197,7 +197,7 @@ static void ref_attention_decode_part(int part, int parts, float *out, int ldo, 
                                       const void *kp, const void *vp, int P, const void *k, const void *v, size_t lds,
                                       int Tc, int S, int C, int NH, int kv16) {
     for (int s = 0; s < S; s++)
-        for (int h = NH * part / parts; h < NH * (part + 1) / parts; h++)
+        for (int h = gptc_share_at(NH, part, parts); h < gptc_share_at(NH, part + 1, parts); h++)
             ref_decode_head(s, h, out, ldo, att, q, ldq, kp, vp, P, k, v, lds, Tc, C, NH, kv16);
 }
 
@@ -230,7 +230,7 @@ static void ref_matvec(int transW, int wfmt, int M, int N, int K, const float *x
 /* kernels.h matvec_part: columns N*part/parts.. */
 static void ref_matvec_part(int part, int parts, int transW, int wfmt, int M, int N, int K, const float *x, int ldx,
                             const void *W, int ldw, const float *bias, float *out, int ldo) {
-    for (int n = (int)((long)N * part / parts); n < (int)((long)N * (part + 1) / parts); n++)
+    for (int n = gptc_share_at(N, part, parts); n < gptc_share_at(N, part + 1, parts); n++)
         ref_matvec_col(n, transW, wfmt, M, K, x, ldx, W, ldw, bias, out, ldo);
 }
 
