@@ -232,6 +232,78 @@ TEST(gemm_workspaces_freed_when_thread_exits) {
     if (!ran) printf("    SKIP: this CPU has neither AVX2 nor AVX-512\n");
 }
 
+/* gptc_gemm_reserve: after it, a team's products of at most its shape allocate nothing; without it the
+ * first product allocates (each case on a fresh thread, whose OpenMP team starts with empty buffers). */
+typedef struct reserve_probe {
+    const gptc_kernels *k;
+    int bf16, in16;
+    bool reserve;
+    size_t grew_reserve, grew_calls;
+} reserve_probe;
+
+static void *reserve_thread(void *arg) {
+    reserve_probe *p = arg;
+    enum { M = 150, N = 200, K = 300 };
+    const bool panels = p->in16 & GPTC_GEMM_B_PANELS;
+    float *A = calloc((size_t)M * K, sizeof(float)), *B = calloc((size_t)K * N, sizeof(float));
+    float *C = calloc((size_t)M * N, sizeof(float));
+    void *P = NULL;
+    if (panels) {
+        P = aligned_alloc(64, (gptc_matvec_panel_elems(K, N) * sizeof(uint16_t) + 63) / 64 * 64);
+        gptc_matvec_pack(P, 1, B, N, 0, K, N);
+    }
+    omp_set_num_threads(2);
+    size_t l0, l1, l2;
+    gptc_alloc_stats(&l0, NULL);
+    if (p->reserve) gptc_gemm_reserve(p->k, p->bf16, M, N, K, p->in16);
+    gptc_alloc_stats(&l1, NULL);
+    /* the whole shape, fewer rows (a split by columns), fewer columns, and (B in rows) a shallower depth */
+    static const int shapes[][3] = {{M, N, K}, {1, N, K}, {M / 3, N / 2, K}, {M, 5, K}, {7, N, K / 2}};
+    for (int i = 0; i < 5; i++) {
+        const int m = shapes[i][0], n = shapes[i][1], kd = panels ? K : shapes[i][2];
+        if (p->bf16)
+            p->k->gemm_bf16_in16(0, 0, m, n, kd, A, K, panels ? P : B, panels ? 0 : N, p->in16, 0.0f, NULL, C, n);
+        else
+            p->k->gemm(0, 0, m, n, kd, A, K, B, N, 0.0f, NULL, C, n);
+    }
+    gptc_alloc_stats(&l2, NULL);
+    p->grew_reserve = l1 - l0, p->grew_calls = l2 - l1;
+    free(A), free(B), free(C), free(P);
+    return NULL;
+}
+
+TEST(gemm_reserve_leaves_first_products_nothing_to_allocate) {
+    const char *levels[] = {"avx2", "avx512"};
+    int ran = 0;
+    for (int i = 0; i < 2; i++) {
+        const gptc_kernels *k = gptc_kernels_level(levels[i]);
+        if (!k) continue;
+        static const struct { int bf16, in16; } kinds[] = {{0, 0}, {1, 0}, {1, GPTC_GEMM_B16 | GPTC_GEMM_B_PANELS}};
+        for (int c = 0; c < 3; c++)
+            for (int reserve = 0; reserve < 2; reserve++) {
+                ran++;
+                reserve_probe p = {k, kinds[c].bf16, kinds[c].in16, reserve, 0, 0};
+                pthread_t t;
+                CHECK(pthread_create(&t, NULL, reserve_thread, &p) == 0);
+                pthread_join(t, NULL);
+                if (reserve) {
+                    CHECK_MSG(p.grew_reserve > 0, "%s kind %d: the reserve allocated nothing", levels[i], c);
+                    CHECK_MSG(p.grew_calls == 0, "%s kind %d: products after the reserve allocated %zu bytes", levels[i],
+                              c, p.grew_calls);
+                } else {
+                    CHECK_MSG(p.grew_calls > 0, "%s kind %d: products allocated nothing without a reserve", levels[i], c);
+                }
+            }
+    }
+    /* the reference packs nothing: nothing to reserve */
+    size_t before, after;
+    gptc_alloc_stats(&before, NULL);
+    gptc_gemm_reserve(gptc_kernels_ref(), 0, 100, 100, 100, 0);
+    gptc_alloc_stats(&after, NULL);
+    CHECK_EQ_INT((int)(after - before), 0);
+    if (!ran) printf("    SKIP: this CPU has neither AVX2 nor AVX-512\n");
+}
+
 /* The cache rules of gptc_gemm_block_for_caches: Zen 4's caches give back the constants tuned there
  * (B micro-panel in L1); a full-width 48 KiB L1d / 2 MiB L2 core gets the A-in-L1 order and its own
  * sizes; unknown caches leave an ISA's fallback alone. */

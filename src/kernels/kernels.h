@@ -319,6 +319,13 @@ void gptc_kernels_overlay_avx512(gptc_kernels *k);
 void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int threads, size_t *apack,
                        size_t *bpack, size_t *transient);
 
+/* Grows every OpenMP thread's packing buffers to what any call of k's gemm (bf16: gemm_bf16_in16 with
+ * these in16 bits) of at most M x N x K asks for, so that the first such call allocates nothing: a buffer
+ * grown inside a call pays its page faults there (on a VM, zeroing a huge page took milliseconds; a
+ * decoder's prefill of 559 tokens spent 15 of its ~200 ms so). No-op where k's product is not the blocked
+ * driver's. */
+void gptc_gemm_reserve(const gptc_kernels *k, int bf16, int M, int N, int K, int in16);
+
 /* Weights packed once for many products (the training step's, between two updates): op(B) (K,N) packed
  * whole, as k's gemm (bf16: gemm_bf16 and gemm_bf16_in16) packs the B panels of every call, so that
  * gptc_gemm_packed reads them in place instead of packing B again. gptc_gemm_packed gives the bits of

@@ -141,6 +141,17 @@ static gptc_status pack_weights(gptc_decoder *d, const gptc_model *m) {
     return GPTC_OK;
 }
 
+/* Grows the kernels' per-thread packing buffers for the prefill's products of up to d->rows rows
+ * (gptc_gemm_reserve: site_product's calls, and LoRA's fp32 products), so that a prefill allocates nothing */
+static void reserve_prefill(const gptc_model *m, const gptc_decoder *d) {
+    const int in16 = GPTC_GEMM_B16 | (d->wfmt & GPTC_MV_PANELS ? GPTC_GEMM_B_PANELS : 0);
+    for (int site = 0; site < GPTC_LORA_SITES; site++) {
+        layer_site s = site_of(m, 0, site);
+        if (d->dtype == GPTC_PRECISION_BF16) gptc_gemm_reserve(m->be.k, 1, d->rows, s.N, s.K, in16);
+        if (d->dtype != GPTC_PRECISION_BF16 || m->lora) gptc_gemm_reserve(m->be.k, 0, d->rows, s.N, s.K, 0);
+    }
+}
+
 gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples, int rows, gptc_precision dtype,
                               bool pack) {
     memset(d, 0, sizeof *d);
@@ -184,6 +195,7 @@ gptc_status gptc_decoder_init(gptc_decoder *d, const gptc_model *m, int samples,
         d->w16 = m->params16;
         d->cls = m->params16 + (m->w.wte - m->params);
     }
+    reserve_prefill(m, d);
     return GPTC_OK;
 }
 

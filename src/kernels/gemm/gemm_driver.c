@@ -422,6 +422,21 @@ void gptc_gemm_packed(const gptc_kernels *k, int bf16, int transA, int M, int N,
                            bias, C, ldc);
 }
 
+void gptc_gemm_reserve(const gptc_kernels *k, int bf16, int M, int N, int K, int in16) {
+    const gptc_gemm_isa *g = driver_isa(k, bf16);
+    if (!g || M <= 0 || N <= 0 || K <= 0) return;
+    const gemm_src sb = src_b(g, in16, K, N);
+    /* a thread's block is at most M rows and N columns, whatever the split */
+    const size_t a = pack_floats(g, K, round_up((size_t)GEMM_MIN(g->mc, M), g->mr));
+    const size_t b = pack_floats(g, K, round_up((size_t)GEMM_MIN(g->nc, N), g->nr));
+#pragma omp parallel
+    {
+        gptc_workspace_get(&tl_apack, a);
+        if (!sb.prepacked) gptc_workspace_get(&tl_bpack, b);
+        if (sb.panels && sb.x16) gptc_workspace_get(&tl_rows16, (size_t)GEMM_MIN(g->kc, K) * GPTC_MV_PANEL / 2);
+    }
+}
+
 void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int threads, size_t *apack,
                        size_t *bpack, size_t *transient) {
     for (int t = 0; t < threads; t++) apack[t] = bpack[t] = 0;
