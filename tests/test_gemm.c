@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/core.h"
 #include "kernels/gemm/gemm_driver.h"
@@ -272,6 +273,20 @@ static void *reserve_thread(void *arg) {
     return NULL;
 }
 
+/* Waits (up to half a second) until no thread is freeing memory: the OpenMP threads of a finished case's
+ * team exit after its thread, and free their buffers as they go. */
+static void settle_live(void) {
+    size_t last, now;
+    gptc_alloc_stats(&last, NULL);
+    for (int stable = 0, i = 0; stable < 5 && i < 500; i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        gptc_alloc_stats(&now, NULL);
+        stable = now == last ? stable + 1 : 0;
+        last = now;
+    }
+}
+
 TEST(gemm_reserve_leaves_first_products_nothing_to_allocate) {
     const char *levels[] = {"avx2", "avx512"};
     int ran = 0;
@@ -283,6 +298,7 @@ TEST(gemm_reserve_leaves_first_products_nothing_to_allocate) {
             for (int reserve = 0; reserve < 2; reserve++) {
                 ran++;
                 reserve_probe p = {k, kinds[c].bf16, kinds[c].in16, reserve, 0, 0};
+                settle_live();
                 pthread_t t;
                 CHECK(pthread_create(&t, NULL, reserve_thread, &p) == 0);
                 pthread_join(t, NULL);
