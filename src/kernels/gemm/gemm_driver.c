@@ -1,5 +1,6 @@
-/* gemm_driver.c — portable BLIS-style GEMM: cache blocking, packing (absorbs transposes), a
- * barrier-free 2-D split of C over OpenMP threads, and the bias in the microkernel's epilogue.
+/* gemm_driver.c — portable BLIS-style GEMM: cache blocking, packing (absorbs transposes; B's micro-panels
+ * inside the tiles where the ISA's kernel can copy them), a barrier-free 2-D split of C over OpenMP threads,
+ * and the bias in the microkernel's epilogue.
  * Element size and k granularity come from the ISA description, so the same code drives the fp32
  * and the bf16 kernels. */
 #include "kernels/gemm/gemm_driver.h"
@@ -277,6 +278,12 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
         }
         return;
     }
+    /* B's panel packed while the first A block's tiles run (kernel_copy), where B is rows of fp32 values: the
+     * copy's loads and stores run beside the multiply-adds. Packed before the tiles, B's panel took 8 % of
+     * GPT-2's forward products at B.T = 256 on Zen 5 with its operands in cache, 14 % from memory
+     * (docs/performance.md, tenth session). */
+    const bool fuse = g->kernel_copy && !transB && !sb.prepacked && !sb.panels && !sb.x16 &&
+                      !g->pack_b && !g->round_bf16;
     const int MC = g->mc;
     for (int jc = c0; jc < c1; jc += NC) {
         const int nc = GEMM_MIN(NC, c1 - jc);
@@ -285,10 +292,34 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
             const size_t kbytes = row_bytes(g, kc);
             const float bt = pc == 0 ? beta : 1.0f;
             const float *bs = pc == 0 ? bias : NULL;
-            const char *bp = b_panel(g, sb, transB, B, ldb, jc, pc, nc, kc, bpack);
+            const char *bp = fuse ? bpack : b_panel(g, sb, transB, B, ldb, jc, pc, nc, kc, bpack);
             for (int ic = r0; ic < r1; ic += MC) {
                 const int mc = GEMM_MIN(MC, r1 - ic);
                 pack_panels(g, sa, transA, A, lda, ic, pc, mc, kc, MR, apack);
+                if (fuse && ic == r0) {
+                    /* the first micro-panel packed before the tiles; each next whole one copied by the tiles
+                     * of the one before, a share of its kc rows each; a ragged last one packed after them */
+                    const int tiles = (mc + MR - 1) / MR, per = (kc + tiles - 1) / tiles;
+                    pack_panels(g, sb, 1, B, ldb, jc, pc, GEMM_MIN(NR, nc), kc, NR, bpack);
+                    for (int jr = 0; jr < nc; jr += NR) {
+                        const int nx = jr + NR;
+                        if (nx + NR > nc) {
+                            for (int ir = 0; ir < mc; ir += MR) GEMM_TILE(ir, jr);
+                            if (nx < nc) pack_panels(g, sb, 1, B, ldb, jc + nx, pc, nc - nx, kc, NR, bpack + (size_t)nx * kbytes);
+                            continue;
+                        }
+                        const float *src = (const float *)B + (size_t)pc * ldb + jc + nx;
+                        float *dst = (float *)(bpack + (size_t)nx * kbytes);
+                        for (int ir = 0, t = 0; ir < mc; ir += MR, t++) {
+                            const int row = GEMM_MIN(t * per, kc), rows = GEMM_MIN(per, kc - row);
+                            g->kernel_copy(kc, apack + (size_t)ir * kbytes, bp + (size_t)jr * kbytes,
+                                           C + (size_t)(ic + ir) * ldc + jc + jr, ldc, GEMM_MIN(MR, mc - ir), NR, bt,
+                                           bs ? bs + jc + jr : NULL, src + (size_t)row * ldb, (size_t)ldb,
+                                           dst + (size_t)row * NR, rows);
+                        }
+                    }
+                    continue;
+                }
                 for (int jr = 0; jr < nc; jr += NR)
                     for (int ir = 0; ir < mc; ir += MR) GEMM_TILE(ir, jr);
             }

@@ -60,6 +60,23 @@ static inline __attribute__((always_inline)) void prefetch_c(const float *c, int
     }
 }
 
+/* One depth k of the fp32 tile: rows 0..R-1 of c0/c1 += a[i] * the two vectors of b's row; a and b step
+ * to the next depth. The micro-panels are asked for PF_K depths ahead. */
+#define TILE_F32_STEP(k)                                                                                           \
+    do {                                                                                                           \
+        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);                                         \
+        _mm_prefetch((const char *)(b + PF_K * NR), _MM_HINT_T0);                                                 \
+        _mm_prefetch((const char *)(b + PF_K * NR + 16), _MM_HINT_T0);                                            \
+        if (((k) & 3) == 0) _mm_prefetch((const char *)(a + PF_K * MR), _MM_HINT_T0);                             \
+        _Pragma("GCC unroll 16") for (int i = 0; i < R; i++) {                                                    \
+            const __m512 ai = _mm512_set1_ps(a[i]);                                                                \
+            c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);                                                                \
+            c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);                                                                \
+        }                                                                                                          \
+        a += MR;                                                                                                   \
+        b += NR;                                                                                                   \
+    } while (0)
+
 /* fp32: c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed floats,
  * m <= R <= MR: only the first R rows are computed (R a constant: the body for a whole tile, or for the
  * few rows of a matrix's ragged last one). Each element is the same sum in the same order whatever R. */
@@ -71,20 +88,43 @@ static inline __attribute__((always_inline)) void tile_f32(int kc, const float *
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     prefetch_c(c, ldc, m);
 #pragma GCC unroll 4
-    for (int k = 0; k < kc; k++) {
-        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-        _mm_prefetch((const char *)(b + PF_K * NR), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + PF_K * NR + 16), _MM_HINT_T0);
-        if ((k & 3) == 0) _mm_prefetch((const char *)(a + PF_K * MR), _MM_HINT_T0);
+    for (int k = 0; k < kc; k++) TILE_F32_STEP(k);
+    store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
+}
+
+/* Rows of the next B micro-panel asked for ahead of their copy (a row every kc/rows depths of the tile, so
+ * 16 rows are a few hundred nanoseconds: a trip to memory) */
+#define COPY_PF_ROWS 16
+
+/* tile_f32, copying rows r = 0..rows-1 (rows <= kc) of NR floats from src + r*lds to dst + r*NR as it goes:
+ * one row after every kc/rows depths, each asked for COPY_PF_ROWS rows ahead (the first ones at the start;
+ * those of the rows after the last, the next tile's, by the last). The tile's sums are tile_f32's. */
+static inline __attribute__((always_inline)) void tile_f32_copy(int kc, const float *restrict a,
+                                                                const float *restrict b, float *restrict c, int ldc,
+                                                                int m, int n, float beta, const float *restrict bias,
+                                                                const float *restrict src, size_t lds,
+                                                                float *restrict dst, int rows, const int R) {
+    __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            const __m512 ai = _mm512_set1_ps(a[i]);
-            c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
-            c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
-        }
-        a += MR;
-        b += NR;
+    for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    prefetch_c(c, ldc, m);
+    for (int r = 0; r < rows && r < COPY_PF_ROWS; r++) {
+        _mm_prefetch((const char *)(src + r * lds), _MM_HINT_T0);
+        _mm_prefetch((const char *)(src + r * lds + 16), _MM_HINT_T0);
     }
+    const int every = rows > 0 ? kc / rows : kc;
+    int k = 0;
+    for (int r = 0; r < rows; r++) {
+        for (int e = 0; e < every; e++, k++) TILE_F32_STEP(k);
+        const float *s = src + r * lds;
+        _mm512_store_ps(dst + (size_t)r * NR, _mm512_loadu_ps(s));
+        _mm512_store_ps(dst + (size_t)r * NR + 16, _mm512_loadu_ps(s + 16));
+        /* past the last row: the next tile's first (a hint never faults) */
+        _mm_prefetch((const char *)(s + COPY_PF_ROWS * lds), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s + COPY_PF_ROWS * lds + 16), _MM_HINT_T0);
+    }
+#pragma GCC unroll 4
+    for (; k < kc; k++) TILE_F32_STEP(k);
     store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
 }
 
@@ -103,6 +143,12 @@ static inline __attribute__((always_inline)) void tile_f32(int kc, const float *
 static void kernel_avx512(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
                           float beta, const float *restrict bias) {
     KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias);
+}
+
+static void kernel_avx512_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
+                               float beta, const float *restrict bias, const float *src, size_t lds, float *dst,
+                               int rows) {
+    KERNEL_BY_ROWS(tile_f32_copy, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows);
 }
 
 /* A 32-bit word that may alias the bf16 pairs the packers write. */
@@ -322,7 +368,7 @@ static void pack16_avx512_bf16(int trans, const uint16_t *X, int ldx, int i0, in
  * and columns — so gemm_bf16 never needs more packing bytes than the fp32 gemm on the same shape. */
 static gptc_gemm_isa k_isa = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .esize = 4, .kstep = 1,
-    .kernel = kernel_avx512, .pack = pack_avx512, .pack16 = pack16_avx512,
+    .kernel = kernel_avx512, .kernel_copy = kernel_avx512_copy, .pack = pack_avx512, .pack16 = pack16_avx512,
 };
 
 static gptc_gemm_isa k_isa_bf16 = {
