@@ -278,12 +278,15 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
         }
         return;
     }
-    /* B's panel packed while the first A block's tiles run (kernel_copy), where B is rows of fp32 values: the
-     * copy's loads and stores run beside the multiply-adds. Packed before the tiles, B's panel took 8 % of
-     * GPT-2's forward products at B.T = 256 on Zen 5 with its operands in cache, 14 % from memory
-     * (docs/performance.md, tenth session). */
-    const bool fuse = g->kernel_copy && !transB && !sb.prepacked && !sb.panels && !sb.x16 &&
+    /* B's panel packed while the first A block's tiles run (kernel_copy), where B is rows of values the
+     * kernel takes as they are — floats for fp32 panels, bf16 values for bf16 pair panels: the copy's loads,
+     * stores and shuffles run beside the multiply-adds. Packed before the tiles, B's panel took 8 % of GPT-2's
+     * forward products at B.T = 256 on Zen 5 with its operands in cache, 14 % from memory; bf16 pairs rounded
+     * from floats inside the tiles cost the weight gradients 3-6 % (the conversions share the pipes of
+     * vdpbf16ps), so those are packed before (docs/performance.md, tenth session). */
+    const bool fuse = g->kernel_copy && !transB && !sb.prepacked && !sb.panels && sb.x16 == (g->kstep == 2) &&
                       !g->pack_b && !g->round_bf16;
+    const size_t ses = sb.x16 ? sizeof(uint16_t) : sizeof(float); /* B's elements */
     const int MC = g->mc;
     for (int jc = c0; jc < c1; jc += NC) {
         const int nc = GEMM_MIN(NC, c1 - jc);
@@ -292,14 +295,16 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
             const size_t kbytes = row_bytes(g, kc);
             const float bt = pc == 0 ? beta : 1.0f;
             const float *bs = pc == 0 ? bias : NULL;
-            const char *bp = fuse ? bpack : b_panel(g, sb, transB, B, ldb, jc, pc, nc, kc, bpack);
+            const bool fused = fuse && kc % g->kstep == 0; /* whole depth pairs */
+            const char *bp = fused ? bpack : b_panel(g, sb, transB, B, ldb, jc, pc, nc, kc, bpack);
             for (int ic = r0; ic < r1; ic += MC) {
                 const int mc = GEMM_MIN(MC, r1 - ic);
                 pack_panels(g, sa, transA, A, lda, ic, pc, mc, kc, MR, apack);
-                if (fuse && ic == r0) {
+                if (fused && ic == r0) {
                     /* the first micro-panel packed before the tiles; each next whole one copied by the tiles
-                     * of the one before, a share of its kc rows each; a ragged last one packed after them */
-                    const int tiles = (mc + MR - 1) / MR, per = (kc + tiles - 1) / tiles;
+                     * of the one before, a share of its packed rows (depths, or depth pairs) each; a ragged
+                     * last one packed after them */
+                    const int prows = kc / g->kstep, tiles = (mc + MR - 1) / MR, per = (prows + tiles - 1) / tiles;
                     pack_panels(g, sb, 1, B, ldb, jc, pc, GEMM_MIN(NR, nc), kc, NR, bpack);
                     for (int jr = 0; jr < nc; jr += NR) {
                         const int nx = jr + NR;
@@ -308,14 +313,14 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                             if (nx < nc) pack_panels(g, sb, 1, B, ldb, jc + nx, pc, nc - nx, kc, NR, bpack + (size_t)nx * kbytes);
                             continue;
                         }
-                        const float *src = (const float *)B + (size_t)pc * ldb + jc + nx;
-                        float *dst = (float *)(bpack + (size_t)nx * kbytes);
+                        const char *src = (const char *)B + ((size_t)pc * ldb + jc + nx) * ses;
+                        char *dst = bpack + (size_t)nx * kbytes;
                         for (int ir = 0, t = 0; ir < mc; ir += MR, t++) {
-                            const int row = GEMM_MIN(t * per, kc), rows = GEMM_MIN(per, kc - row);
+                            const int row = GEMM_MIN(t * per, prows), rows = GEMM_MIN(per, prows - row);
                             g->kernel_copy(kc, apack + (size_t)ir * kbytes, bp + (size_t)jr * kbytes,
                                            C + (size_t)(ic + ir) * ldc + jc + jr, ldc, GEMM_MIN(MR, mc - ir), NR, bt,
-                                           bs ? bs + jc + jr : NULL, src + (size_t)row * ldb, (size_t)ldb,
-                                           dst + (size_t)row * NR, rows);
+                                           bs ? bs + jc + jr : NULL, src + (size_t)row * g->kstep * ldb * ses,
+                                           (size_t)ldb, sb.x16, dst + (size_t)row * NR * 4, rows);
                         }
                     }
                     continue;

@@ -24,13 +24,15 @@
 typedef void (*gptc_gemm_ukernel)(int kc, const void *a, const void *b, float *c, int ldc, int m, int n,
                                   float beta, const float *bias);
 
-/* The microkernel that also packs (NULL: none): the tile above, and meanwhile rows of the next B
- * micro-panel copied — for each r < rows, the nr floats at src + r*lds to dst + r*nr (64-byte aligned):
- * the fp32 layout of a B micro-panel of op(B) = B (transB 0) from its rows. Its loads and stores run in
- * the shadow of the tile's multiply-adds, which packing B before the tiles does not (gemm_driver.c). */
+/* The microkernel that also packs (NULL: none): the tile above, and meanwhile packed rows r < rows of the
+ * next B micro-panel written at dst (64-byte aligned; packed row r at dst + r*nr*4 bytes) from op(B) = B
+ * (transB 0) in rows of lds elements at src — row r from source rows r*s .. r*s+s-1 (s = kstep: the fp32
+ * layout's one depth from floats, or the bf16 layout's pair from bf16 values, src16), as the ISA's packer
+ * writes it. Its loads and stores run in the shadow of the tile's multiply-adds, which packing B before the tiles
+ * does not (gemm_driver.c). */
 typedef void (*gptc_gemm_ukernel_copy)(int kc, const void *a, const void *b, float *c, int ldc, int m, int n,
-                                       float beta, const float *bias, const float *src, size_t lds, float *dst,
-                                       int rows);
+                                       float beta, const float *bias, const void *src, size_t lds, int src16,
+                                       void *dst, int rows);
 
 /* Packer: rows i0..i0+m-1, columns k0..k0+kc-1 of op(X) (op(X)(i,k) = trans ? X[k*ldx+i] :
  * X[i*ldx+k]) as ceil(m/r) micro-panels in the layout above. Serves both operands: A with its
@@ -64,8 +66,8 @@ typedef struct gptc_gemm_isa {
                              * kernel computes gemm_bf16 exactly (products of bf16 values are exact) */
     void (*round)(float *p, size_t n); /* that rounding: gptc_gemm_round_bf16's bits (NULL: it) */
     gptc_gemm_ukernel kernel;
-    gptc_gemm_ukernel_copy kernel_copy; /* NULL, or the fp32 kernel packing B's next micro-panel (esize 4,
-                                         * kstep 1, no rounding) */
+    gptc_gemm_ukernel_copy kernel_copy; /* NULL, or the kernel packing B's next micro-panel (kstep 1 or 2,
+                                         * no rounding, pack_b NULL) */
     gptc_gemm_pack pack;    /* may be NULL (fp32 layout only) */
     /* NULL: B is packed by pack too. Else B's packer, whose micro-panels keep the size above (nr x kcp
      * elements) but may order them their own way (AMX: B in k pairs while A is in runs of 32 k). */

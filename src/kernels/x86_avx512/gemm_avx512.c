@@ -104,6 +104,7 @@ static inline __attribute__((always_inline)) void tile_f32_copy(int kc, const fl
                                                                 int m, int n, float beta, const float *restrict bias,
                                                                 const float *restrict src, size_t lds,
                                                                 float *restrict dst, int rows, const int R) {
+    /* src16 never: the fp32 products read fp32 operands */
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
@@ -146,13 +147,30 @@ static void kernel_avx512(int kc, const void *a, const void *b, float *restrict 
 }
 
 static void kernel_avx512_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
-                               float beta, const float *restrict bias, const float *src, size_t lds, float *dst,
-                               int rows) {
+                               float beta, const float *restrict bias, const void *src, size_t lds, int src16,
+                               void *dst, int rows) {
+    GPTC_ASSERT(!src16);
     KERNEL_BY_ROWS(tile_f32_copy, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows);
 }
 
 /* A 32-bit word that may alias the bf16 pairs the packers write. */
 typedef uint32_t bf16_pair __attribute__((may_alias));
+
+/* One depth pair q of the bf16 tile (tile_bf16): rows 0..R-1 of c0/c1 += a's pair of row i . b's pairs */
+#define TILE_BF16_STEP(q)                                                                                          \
+    do {                                                                                                           \
+        const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 1);             \
+        _mm_prefetch((const char *)(b + 2 * PF_K), _MM_HINT_T0);                                                  \
+        _mm_prefetch((const char *)(b + 2 * PF_K + 1), _MM_HINT_T0);                                              \
+        if (((q) & 3) == 0) _mm_prefetch((const char *)(a + PF_K * MR), _MM_HINT_T0);                             \
+        _Pragma("GCC unroll 16") for (int i = 0; i < R; i++) {                                                    \
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);                                            \
+            c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);                                                               \
+            c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);                                                               \
+        }                                                                                                          \
+        a += MR;                                                                                                   \
+        b += 2;                                                                                                    \
+    } while (0)
 
 /* bf16: the same tile from k-pair panels (gemm_driver.h layout with s = 2): per pair q, a holds MR
  * words (row i's bf16 values at k = 2q, 2q+1) and b holds NR words (column j's two values), 64 bytes
@@ -167,20 +185,7 @@ static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_p
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     prefetch_c(c, ldc, m);
 #pragma GCC unroll 4
-    for (int q = 0; q < (kc + 1) / 2; q++) {
-        const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 1);
-        _mm_prefetch((const char *)(b + 2 * PF_K), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + 2 * PF_K + 1), _MM_HINT_T0);
-        if ((q & 3) == 0) _mm_prefetch((const char *)(a + PF_K * MR), _MM_HINT_T0);
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
-            c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);
-            c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);
-        }
-        a += MR;
-        b += 2;
-    }
+    for (int q = 0; q < (kc + 1) / 2; q++) TILE_BF16_STEP(q);
     store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
 }
 
@@ -351,6 +356,49 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
     }
 }
 
+/* tile_bf16, writing packed rows (depth pairs) r = 0..rows-1 of the next B micro-panel as it goes: pair r
+ * from bf16 source rows 2r and 2r + 1 (lds elements apart) interleaved as pack_pairs_any interleaves them,
+ * to dst + r*NR words; one pair after every pairs/rows depth pairs, each asked for COPY_PF_ROWS pairs ahead;
+ * kc even. The tile's sums are tile_bf16's. */
+static inline __attribute__((always_inline)) void tile_bf16_copy(int kc, const bf16_pair *restrict a,
+                                                                 const __m512i *restrict b, float *restrict c,
+                                                                 int ldc, int m, int n, float beta,
+                                                                 const float *restrict bias, const void *src,
+                                                                 size_t lds, void *dst_, int rows, const int R) {
+    uint16_t *dst = dst_;
+    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                                22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const int es = sizeof(uint16_t);
+    __m512 c0[MR], c1[MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    prefetch_c(c, ldc, m);
+    for (int r = 0; r < 2 * rows && r < 2 * COPY_PF_ROWS; r++) prefetch_run(src, (size_t)r * lds, es, NR);
+    const int pairs = kc / 2, every = rows > 0 ? pairs / rows : pairs;
+    int q = 0;
+    for (int r = 0; r < rows; r++) {
+        for (int e = 0; e < every; e++, q++) TILE_BF16_STEP(q);
+        const size_t x = (size_t)2 * r * lds;
+        for (int g = 0; g < NR; g += 16) {
+            const __m512i t = load_bf16_runs(src, 1, x + g, x + lds + g, 0xFFFF, 0xFFFF);
+            _mm512_store_si512(dst + (size_t)r * 2 * NR + 2 * g, _mm512_permutexvar_epi16(interleave, t));
+        }
+        /* past the last pair: the next tile's first (a hint never faults) */
+        prefetch_run(src, x + (size_t)2 * COPY_PF_ROWS * lds, es, NR);
+        prefetch_run(src, x + (size_t)(2 * COPY_PF_ROWS + 1) * lds, es, NR);
+    }
+#pragma GCC unroll 4
+    for (; q < pairs; q++) TILE_BF16_STEP(q);
+    store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
+}
+
+static void kernel_avx512_bf16_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
+                                    float beta, const float *restrict bias, const void *src, size_t lds, int src16,
+                                    void *dst, int rows) {
+    GPTC_ASSERT(kc % 2 == 0 && src16);
+    KERNEL_BY_ROWS(tile_bf16_copy, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows);
+}
+
 static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
     pack_pairs_any(trans, X, 0, ldx, i0, k0, m, kc, r, out);
 }
@@ -373,7 +421,8 @@ static gptc_gemm_isa k_isa = {
 
 static gptc_gemm_isa k_isa_bf16 = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 1536, .nc = 3072, .esize = 2, .kstep = 2,
-    .kernel = kernel_avx512_bf16, .pack = pack_avx512_bf16, .pack16 = pack16_avx512_bf16,
+    .kernel = kernel_avx512_bf16, .kernel_copy = kernel_avx512_bf16_copy, .pack = pack_avx512_bf16,
+    .pack16 = pack16_avx512_bf16,
 };
 
 /* p[0..n) rounded to bf16 in place, 16 at a time: gptc_gemm_round_bf16's bits (ties to even, NaNs kept
