@@ -192,8 +192,8 @@ TEST(gemm_deterministic_threads) {
 }
 
 /* The B_IN_L1 order packing B's micro-panels inside the first A block's tiles (the ISA's kernel_copy) gives
- * the bits of packing the B panel before them: fp32, and bf16 from bf16 sources (odd depth blocks, and bf16
- * panels from fp32 sources, packed before the tiles); blockings small enough for many column, depth and row blocks, tiles that copy
+ * the bits of packing the B panel before them: fp32, and bf16 from bf16 rows or matvec's bf16 panels (odd
+ * depth blocks, and bf16 panels from fp32 sources, packed before the tiles); blockings small enough for many column, depth and row blocks, tiles that copy
  * no rows, ragged last micro-panels, beta 0 and 1 with a bias, 1 and 2 threads. */
 TEST(gemm_packing_b_inside_the_tiles_changes_no_bits) {
     static const int shapes[][3] = {{40, 100, 45}, {37, 64, 20}, {100, 70, 7}, {12, 200, 300}, {5, 33, 64}};
@@ -212,25 +212,29 @@ TEST(gemm_packing_b_inside_the_tiles_changes_no_bits) {
                 plain.kernel_copy = NULL;
                 for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
                     for (int t = 0; t < 4; t++)
-                        for (int src16 = 0; src16 <= which; src16++, cases++) {
+                        for (int src16 = 0; src16 <= 2 * which; src16++, cases++) { /* 2: matvec's bf16 panels */
                             const int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], ta = t & 1;
-                            const int nt = 1 + (t >> 1), in16 = src16 ? GPTC_GEMM_B16 : 0;
+                            const int nt = 1 + (t >> 1);
+                            const int in16 = (src16 ? GPTC_GEMM_B16 : 0) | (src16 == 2 ? GPTC_GEMM_B_PANELS : 0);
                             const float beta = (float)(t & 1);
                             float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
                             float *C1 = rand_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof(float));
                             uint16_t *B16 = malloc(sizeof(uint16_t) * (size_t)K * N);
                             for (size_t i = 0; i < (size_t)K * N; i++) B16[i] = gptc_f32_to_bf16(B[i]);
-                            const void *Bs = src16 ? (const void *)B16 : (const void *)B;
+                            void *P = aligned_alloc(64, (gptc_matvec_panel_elems(K, N) * sizeof(uint16_t) + 63) / 64 * 64);
+                            gptc_matvec_pack(P, 1, B, N, 0, K, N);
+                            const void *Bs = src16 == 2 ? P : src16 ? (const void *)B16 : (const void *)B;
+                            const int ldb = src16 == 2 ? 0 : N;
                             memcpy(C2, C1, (size_t)M * N * sizeof(float));
                             int saved = omp_get_max_threads();
                             omp_set_num_threads(nt);
-                            gptc_gemm_blocked_in16(&plain, ta, 0, M, N, K, A, ta ? M : K, Bs, N, in16, beta, bias, C1, N);
-                            gptc_gemm_blocked_in16(&fused, ta, 0, M, N, K, A, ta ? M : K, Bs, N, in16, beta, bias, C2, N);
+                            gptc_gemm_blocked_in16(&plain, ta, 0, M, N, K, A, ta ? M : K, Bs, ldb, in16, beta, bias, C1, N);
+                            gptc_gemm_blocked_in16(&fused, ta, 0, M, N, K, A, ta ? M : K, Bs, ldb, in16, beta, bias, C2, N);
                             omp_set_num_threads(saved);
                             CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0,
                                       "%s %s blocking %d %dx%dx%d ta=%d src16=%d threads %d: differ", k_levels[l],
                                       which ? "bf16" : "fp32", blocking, M, N, K, ta, src16, nt);
-                            free(A), free(B), free(B16), free(bias), free(C1), free(C2);
+                            free(A), free(B), free(B16), free(bias), free(C1), free(C2), free(P);
                         }
             }
         }

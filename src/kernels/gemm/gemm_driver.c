@@ -284,8 +284,8 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
      * forward products at B.T = 256 on Zen 5 with its operands in cache, 14 % from memory; bf16 pairs rounded
      * from floats inside the tiles cost the weight gradients 3-6 % (the conversions share the pipes of
      * vdpbf16ps), so those are packed before (docs/performance.md, tenth session). */
-    const bool fuse = g->kernel_copy && !transB && !sb.prepacked && !sb.panels && sb.x16 == (g->kstep == 2) &&
-                      !g->pack_b && !g->round_bf16;
+    const bool fuse = g->kernel_copy && !transB && !sb.prepacked && sb.x16 == (g->kstep == 2) &&
+                      (!sb.panels || g->nr == 32) && !g->pack_b && !g->round_bf16;
     const size_t ses = sb.x16 ? sizeof(uint16_t) : sizeof(float); /* B's elements */
     const int MC = g->mc;
     for (int jc = c0; jc < c1; jc += NC) {
@@ -313,14 +313,18 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                             if (nx < nc) pack_panels(g, sb, 1, B, ldb, jc + nx, pc, nc - nx, kc, NR, bpack + (size_t)nx * kbytes);
                             continue;
                         }
-                        const char *src = (const char *)B + ((size_t)pc * ldb + jc + nx) * ses;
+                        /* from B's rows, or its next micro-panel's run of 32 columns in a panel (kernels.h) */
+                        const size_t at = sb.panels ? gptc_matvec_panel_at(sb.K, pc, jc + nx, 1)
+                                                    : (size_t)pc * ldb + jc + nx;
+                        const size_t lds = sb.panels ? GPTC_MV_PANEL : (size_t)ldb;
+                        const char *src = (const char *)B + at * ses;
                         char *dst = bpack + (size_t)nx * kbytes;
                         for (int ir = 0, t = 0; ir < mc; ir += MR, t++) {
                             const int row = GEMM_MIN(t * per, prows), rows = GEMM_MIN(per, prows - row);
                             g->kernel_copy(kc, apack + (size_t)ir * kbytes, bp + (size_t)jr * kbytes,
                                            C + (size_t)(ic + ir) * ldc + jc + jr, ldc, GEMM_MIN(MR, mc - ir), NR, bt,
-                                           bs ? bs + jc + jr : NULL, src + (size_t)row * g->kstep * ldb * ses,
-                                           (size_t)ldb, sb.x16, dst + (size_t)row * NR * 4, rows);
+                                           bs ? bs + jc + jr : NULL, src + (size_t)row * g->kstep * lds * ses, lds,
+                                           sb.panels ? 2 : sb.x16, dst + (size_t)row * NR * 4, rows);
                         }
                     }
                     continue;

@@ -358,16 +358,23 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
 
 /* tile_bf16, writing packed rows (depth pairs) r = 0..rows-1 of the next B micro-panel as it goes: pair r
  * from bf16 source rows 2r and 2r + 1 (lds elements apart) interleaved as pack_pairs_any interleaves them,
- * to dst + r*NR words; one pair after every pairs/rows depth pairs, each asked for COPY_PF_ROWS pairs ahead;
- * kc even. The tile's sums are tile_bf16's. */
+ * to dst + r*NR words — rows of values in order, or (panels) runs of matvec's bf16 panel form, word i
+ * holding columns i and 16 + i; one pair after every pairs/rows depth pairs, each asked for COPY_PF_ROWS
+ * pairs ahead; kc even. The tile's sums are tile_bf16's. */
 static inline __attribute__((always_inline)) void tile_bf16_copy(int kc, const bf16_pair *restrict a,
                                                                  const __m512i *restrict b, float *restrict c,
                                                                  int ldc, int m, int n, float beta,
                                                                  const float *restrict bias, const void *src,
-                                                                 size_t lds, void *dst_, int rows, const int R) {
+                                                                 size_t lds, int panels, void *dst_, int rows,
+                                                                 const int R) {
     uint16_t *dst = dst_;
     const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
                                                 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    /* from a panel run a (row 2r) and b (row 2r + 1), halfwords 2i = column i, 2i + 1 = column 16 + i: the
+     * pairs of columns 0..15 take a's and b's even halfwords, those of 16..31 their odd ones */
+    const __m512i even = _mm512_set_epi16(62, 30, 60, 28, 58, 26, 56, 24, 54, 22, 52, 20, 50, 18, 48, 16, 46, 14, 44,
+                                          12, 42, 10, 40, 8, 38, 6, 36, 4, 34, 2, 32, 0);
+    const __m512i odd = _mm512_add_epi16(even, _mm512_set1_epi16(1));
     const int es = sizeof(uint16_t);
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
@@ -379,9 +386,16 @@ static inline __attribute__((always_inline)) void tile_bf16_copy(int kc, const b
     for (int r = 0; r < rows; r++) {
         for (int e = 0; e < every; e++, q++) TILE_BF16_STEP(q);
         const size_t x = (size_t)2 * r * lds;
-        for (int g = 0; g < NR; g += 16) {
-            const __m512i t = load_bf16_runs(src, 1, x + g, x + lds + g, 0xFFFF, 0xFFFF);
-            _mm512_store_si512(dst + (size_t)r * 2 * NR + 2 * g, _mm512_permutexvar_epi16(interleave, t));
+        if (panels) {
+            const __m512i ra = _mm512_loadu_si512((const uint16_t *)src + x);
+            const __m512i rb = _mm512_loadu_si512((const uint16_t *)src + x + lds);
+            _mm512_store_si512(dst + (size_t)r * 2 * NR, _mm512_permutex2var_epi16(ra, even, rb));
+            _mm512_store_si512(dst + (size_t)r * 2 * NR + NR, _mm512_permutex2var_epi16(ra, odd, rb));
+        } else {
+            for (int g = 0; g < NR; g += 16) {
+                const __m512i t = load_bf16_runs(src, 1, x + g, x + lds + g, 0xFFFF, 0xFFFF);
+                _mm512_store_si512(dst + (size_t)r * 2 * NR + 2 * g, _mm512_permutexvar_epi16(interleave, t));
+            }
         }
         /* past the last pair: the next tile's first (a hint never faults) */
         prefetch_run(src, x + (size_t)2 * COPY_PF_ROWS * lds, es, NR);
@@ -395,8 +409,8 @@ static inline __attribute__((always_inline)) void tile_bf16_copy(int kc, const b
 static void kernel_avx512_bf16_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
                                     float beta, const float *restrict bias, const void *src, size_t lds, int src16,
                                     void *dst, int rows) {
-    GPTC_ASSERT(kc % 2 == 0 && src16);
-    KERNEL_BY_ROWS(tile_bf16_copy, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows);
+    GPTC_ASSERT(kc % 2 == 0 && (src16 == 1 || src16 == 2));
+    KERNEL_BY_ROWS(tile_bf16_copy, kc, a, b, c, ldc, m, n, beta, bias, src, lds, src16 == 2, dst, rows);
 }
 
 static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
