@@ -193,8 +193,9 @@ TEST(gemm_deterministic_threads) {
 
 /* The B_IN_L1 order packing B's micro-panels inside the first A block's tiles (the ISA's kernel_copy) gives
  * the bits of packing the B panel before them: fp32, and bf16 from bf16 rows or matvec's bf16 panels (odd
- * depth blocks, and bf16 panels from fp32 sources, packed before the tiles); blockings small enough for many column, depth and row blocks, tiles that copy
- * no rows, ragged last micro-panels, beta 0 and 1 with a bias, 1 and 2 threads. */
+ * depth blocks, and bf16 panels from fp32 sources, packed before the tiles); blockings small enough for
+ * many column, depth and row blocks, tiles that copy no rows, ragged last micro-panels, beta 0 and 1 with a
+ * bias, 1 and 2 threads. */
 TEST(gemm_packing_b_inside_the_tiles_changes_no_bits) {
     static const int shapes[][3] = {{40, 100, 45}, {37, 64, 20}, {100, 70, 7}, {12, 200, 300}, {5, 33, 64}};
     int cases = 0;
@@ -221,15 +222,17 @@ TEST(gemm_packing_b_inside_the_tiles_changes_no_bits) {
                             float *C1 = rand_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof(float));
                             uint16_t *B16 = malloc(sizeof(uint16_t) * (size_t)K * N);
                             for (size_t i = 0; i < (size_t)K * N; i++) B16[i] = gptc_f32_to_bf16(B[i]);
-                            void *P = aligned_alloc(64, (gptc_matvec_panel_elems(K, N) * sizeof(uint16_t) + 63) / 64 * 64);
+                            const size_t pbytes = gptc_matvec_panel_elems(K, N) * sizeof(uint16_t);
+                            void *P = aligned_alloc(64, (pbytes + 63) / 64 * 64);
                             gptc_matvec_pack(P, 1, B, N, 0, K, N);
                             const void *Bs = src16 == 2 ? P : src16 ? (const void *)B16 : (const void *)B;
                             const int ldb = src16 == 2 ? 0 : N;
                             memcpy(C2, C1, (size_t)M * N * sizeof(float));
                             int saved = omp_get_max_threads();
                             omp_set_num_threads(nt);
-                            gptc_gemm_blocked_in16(&plain, ta, 0, M, N, K, A, ta ? M : K, Bs, ldb, in16, beta, bias, C1, N);
-                            gptc_gemm_blocked_in16(&fused, ta, 0, M, N, K, A, ta ? M : K, Bs, ldb, in16, beta, bias, C2, N);
+                            const int lda = ta ? M : K;
+                            gptc_gemm_blocked_in16(&plain, ta, 0, M, N, K, A, lda, Bs, ldb, in16, beta, bias, C1, N);
+                            gptc_gemm_blocked_in16(&fused, ta, 0, M, N, K, A, lda, Bs, ldb, in16, beta, bias, C2, N);
                             omp_set_num_threads(saved);
                             CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0,
                                       "%s %s blocking %d %dx%dx%d ta=%d src16=%d threads %d: differ", k_levels[l],
@@ -356,10 +359,11 @@ TEST(gemm_reserve_leaves_first_products_nothing_to_allocate) {
                 pthread_join(t, NULL);
                 if (reserve) {
                     CHECK_MSG(p.grew_reserve > 0, "%s kind %d: the reserve allocated nothing", levels[i], c);
-                    CHECK_MSG(p.grew_calls == 0, "%s kind %d: products after the reserve allocated %zu bytes", levels[i],
-                              c, p.grew_calls);
+                    CHECK_MSG(p.grew_calls == 0, "%s kind %d: products after the reserve allocated %zu bytes",
+                              levels[i], c, p.grew_calls);
                 } else {
-                    CHECK_MSG(p.grew_calls > 0, "%s kind %d: products allocated nothing without a reserve", levels[i], c);
+                    CHECK_MSG(p.grew_calls > 0, "%s kind %d: products allocated nothing without a reserve", levels[i],
+                              c);
                 }
             }
     }

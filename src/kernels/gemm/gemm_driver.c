@@ -310,7 +310,9 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                         const int nx = jr + NR;
                         if (nx + NR > nc) {
                             for (int ir = 0; ir < mc; ir += MR) GEMM_TILE(ir, jr);
-                            if (nx < nc) pack_panels(g, sb, 1, B, ldb, jc + nx, pc, nc - nx, kc, NR, bpack + (size_t)nx * kbytes);
+                            if (nx < nc)
+                                pack_panels(g, sb, 1, B, ldb, jc + nx, pc, nc - nx, kc, NR,
+                                            bpack + (size_t)nx * kbytes);
                             continue;
                         }
                         /* from B's rows, or its next micro-panel's run of 32 columns in a panel (kernels.h) */

@@ -29,8 +29,8 @@ typedef void (*gptc_gemm_ukernel)(int kc, const void *a, const void *b, float *c
  * (transB 0) in rows of lds elements at src — row r from source rows r*s .. r*s+s-1 (s = kstep: the fp32
  * layout's one depth from floats, src16 0; or the bf16 layout's pair from bf16 values: src16 1, rows of
  * values in order; src16 2, runs of matvec's bf16 panel form, kernels.h GPTC_MV_PANEL), as the ISA's
- * packer writes it. Its loads and stores run in the shadow of the tile's multiply-adds, which packing B before the tiles
- * does not (gemm_driver.c). */
+ * packer writes it. Its loads and stores run in the shadow of the tile's multiply-adds, which packing B
+ * before the tiles does not (gemm_driver.c). */
 typedef void (*gptc_gemm_ukernel_copy)(int kc, const void *a, const void *b, float *c, int ldc, int m, int n,
                                        float beta, const float *bias, const void *src, size_t lds, int src16,
                                        void *dst, int rows);
