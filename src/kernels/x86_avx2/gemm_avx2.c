@@ -9,24 +9,43 @@
 #define MR 6
 #define NR 16
 
-/* c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed, m <= MR, n <= NR. */
-static void kernel_avx2(int kc, const void *a_, const void *b_, float *restrict c, int ldc, int m, int n,
-                        float beta, const float *restrict bias) {
-    const float *restrict a = a_, *restrict b = b_;
+/* Rows of the next B micro-panel asked for ahead of their copy (gemm_avx512.c's COPY_PF_ROWS) */
+#define COPY_PF_ROWS 16
+
+/* One depth of the tile: c0/c1 += a[i] * b's row; a and b step to the next depth */
+#define TILE_AVX2_STEP()                                                                                           \
+    do {                                                                                                           \
+        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);                                         \
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {                                                    \
+            const __m256 ai = _mm256_broadcast_ss(a + i);                                                          \
+            c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);                                                                \
+            c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);                                                                \
+        }                                                                                                          \
+        a += MR;                                                                                                   \
+        b += NR;                                                                                                   \
+    } while (0)
+
+/* c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed, m <= MR, n <= NR; and
+ * rows r < rows (0: none) of NR floats copied from src + r*lds to dst + r*NR as it goes, one after every
+ * kc/rows depths, each asked for COPY_PF_ROWS rows ahead (gemm_driver.h kernel_copy). */
+static inline __attribute__((always_inline)) void tile_avx2(int kc, const float *restrict a, const float *restrict b,
+                                                            float *restrict c, int ldc, int m, int n, float beta,
+                                                            const float *restrict bias, const float *restrict src,
+                                                            size_t lds, float *restrict dst, int rows) {
     __m256 c0[MR], c1[MR];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm256_setzero_ps();
-    for (int k = 0; k < kc; k++) {
-        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-#pragma GCC unroll 8
-        for (int i = 0; i < MR; i++) {
-            const __m256 ai = _mm256_broadcast_ss(a + i);
-            c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
-            c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
-        }
-        a += MR;
-        b += NR;
+    const int every = rows > 0 ? kc / rows : kc;
+    int k = 0;
+    for (int r = 0; r < rows && r < COPY_PF_ROWS; r++) _mm_prefetch((const char *)(src + r * lds), _MM_HINT_T0);
+    for (int r = 0; r < rows; r++) {
+        for (int e = 0; e < every; e++, k++) TILE_AVX2_STEP();
+        const float *s = src + r * lds;
+        _mm256_store_ps(dst + (size_t)r * NR, _mm256_loadu_ps(s));
+        _mm256_store_ps(dst + (size_t)r * NR + 8, _mm256_loadu_ps(s + 8));
+        _mm_prefetch((const char *)(s + COPY_PF_ROWS * lds), _MM_HINT_T0); /* past the last: a hint */
     }
+    for (; k < kc; k++) TILE_AVX2_STEP();
     /* Spill the tile with constant indices (runtime-indexed accumulators would live in memory
      * during the K loop), then full-width rows go to C with vector stores, a ragged edge by scalars. */
     float tile[MR][NR] __attribute__((aligned(32)));
@@ -58,6 +77,18 @@ static void kernel_avx2(int kc, const void *a_, const void *b_, float *restrict 
     }
 }
 
+static void kernel_avx2(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n, float beta,
+                        const float *restrict bias) {
+    tile_avx2(kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, NULL, 0);
+}
+
+static void kernel_avx2_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
+                             float beta, const float *restrict bias, const void *src, size_t lds, int src16, void *dst,
+                             int rows) {
+    (void)src16; /* 0: the fp32 products read fp32 operands */
+    tile_avx2(kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows);
+}
+
 /* p[0..n) rounded to bf16 in place, 8 at a time: gptc_gemm_round_bf16's bits (ties to even, NaNs kept
  * quiet), for the rounded panels of gemm_bf16 */
 static void round_bf16_avx2(float *p, size_t n) {
@@ -76,6 +107,7 @@ static void round_bf16_avx2(float *p, size_t n) {
 
 static const gptc_gemm_isa k_isa = {
     .mr = MR, .nr = NR, .mc = 168, .kc = 256, .nc = 4080, .esize = 4, .kstep = 1, .kernel = kernel_avx2,
+    .kernel_copy = kernel_avx2_copy,
 };
 /* gemm_bf16: the same blocking (so the same workspace), the packed panels rounded to bf16. */
 static const gptc_gemm_isa k_isa_bf16 = {
