@@ -187,6 +187,9 @@ static void panel_rows16(const uint16_t *panel, int k0, int kc, uint16_t *out) {
     }
 }
 
+/* floats of tl_rows16 for kc rows of a bf16 panel put back in column order (panel_rows16) */
+static size_t rows16_floats(int kc) { return (size_t)kc * GPTC_MV_PANEL / 2; }
+
 /* B's columns i0.. (m of them, i0 a multiple of r) x depths k0.. (kc) from matvec's panel form (depth
  * s.K): each panel a (K, GPTC_MV_PANEL) matrix, its micro-panels whole (GPTC_MV_PANEL % r == 0, checked
  * at the call); a bf16 panel's kc rows are first put back in column order (one panel at a time, so a
@@ -196,7 +199,7 @@ static void pack_from_panels(const gptc_gemm_isa *g, gemm_src s, int i0, int k0,
     const int P = GPTC_MV_PANEL;
     const size_t es = s.x16 ? sizeof(uint16_t) : sizeof(float), kbytes = row_bytes(g, kc);
     GPTC_ASSERT(i0 % r == 0);
-    uint16_t *rows16 = s.x16 ? (uint16_t *)gptc_workspace_get(&tl_rows16, (size_t)kc * P / 2) : NULL;
+    uint16_t *rows16 = s.x16 ? (uint16_t *)gptc_workspace_get(&tl_rows16, rows16_floats(kc)) : NULL;
     for (int i = i0; i < i0 + m;) {
         const int n = GEMM_MIN(P * (i / P + 1), i0 + m) - i;
         const char *src = (const char *)X + gptc_matvec_panel_at(s.K, 0, i - i % P, s.x16) * es;
@@ -287,6 +290,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
     const bool fuse = g->kernel_copy && !transB && !sb.prepacked && sb.x16 == (g->kstep == 2) &&
                       (!sb.panels || g->nr == 32) && !g->pack_b && !g->round_bf16;
     const size_t ses = sb.x16 ? sizeof(uint16_t) : sizeof(float); /* B's elements */
+    const int form = sb.panels ? GPTC_GEMM_COPY_PANELS16 : sb.x16 ? GPTC_GEMM_COPY_BF16 : GPTC_GEMM_COPY_F32;
     const int MC = g->mc;
     for (int jc = c0; jc < c1; jc += NC) {
         const int nc = GEMM_MIN(NC, c1 - jc);
@@ -326,7 +330,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                             g->kernel_copy(kc, apack + (size_t)ir * kbytes, bp + (size_t)jr * kbytes,
                                            C + (size_t)(ic + ir) * ldc + jc + jr, ldc, GEMM_MIN(MR, mc - ir), NR, bt,
                                            bs ? bs + jc + jr : NULL, src + (size_t)row * g->kstep * lds * ses, lds,
-                                           sb.panels ? 2 : sb.x16, dst + (size_t)row * NR * 4, rows);
+                                           form, dst + (size_t)row * NR * g->esize * g->kstep, rows);
                         }
                     }
                     continue;
@@ -469,13 +473,12 @@ void gptc_gemm_reserve(const gptc_kernels *k, int bf16, int M, int N, int K, int
     if (!g || M <= 0 || N <= 0 || K <= 0) return;
     const gemm_src sb = src_b(g, in16, K, N);
     /* a thread's block is at most M rows and N columns, whatever the split */
-    const size_t a = pack_floats(g, K, round_up((size_t)GEMM_MIN(g->mc, M), g->mr));
-    const size_t b = pack_floats(g, K, round_up((size_t)GEMM_MIN(g->nc, N), g->nr));
+    const size_t a = apack_floats(g, K, 0, M), b = bpack_floats(g, K, 0, N);
 #pragma omp parallel
     {
         gptc_workspace_get(&tl_apack, a);
         if (!sb.prepacked) gptc_workspace_get(&tl_bpack, b);
-        if (sb.panels && sb.x16) gptc_workspace_get(&tl_rows16, (size_t)GEMM_MIN(g->kc, K) * GPTC_MV_PANEL / 2);
+        if (sb.panels && sb.x16) gptc_workspace_get(&tl_rows16, rows16_floats(GEMM_MIN(g->kc, K)));
     }
 }
 

@@ -25,14 +25,17 @@ typedef void (*gptc_gemm_ukernel)(int kc, const void *a, const void *b, float *c
                                   float beta, const float *bias);
 
 /* The microkernel that also packs (NULL: none): the tile above, and meanwhile packed rows r < rows of the
- * next B micro-panel written at dst (64-byte aligned; packed row r at dst + r*nr*4 bytes) from op(B) = B
- * (transB 0) in rows of lds elements at src — row r from source rows r*s .. r*s+s-1 (s = kstep: the fp32
- * layout's one depth from floats, src16 0; or the bf16 layout's pair from bf16 values: src16 1, rows of
- * values in order; src16 2, runs of matvec's bf16 panel form, kernels.h GPTC_MV_PANEL), as the ISA's
- * packer writes it. Its loads and stores run in the shadow of the tile's multiply-adds, which packing B
- * before the tiles does not (gemm_driver.c). */
+ * next B micro-panel written at dst (64-byte aligned; packed row r at dst + r*nr*esize*kstep bytes) from
+ * op(B) = B (transB 0) in rows of lds elements at src — row r from source rows r*s .. r*s+s-1 (s = kstep),
+ * in the source form below, as the ISA's packer writes it. Its loads and stores run in the shadow of the
+ * tile's multiply-adds, which packing B before the tiles does not (gemm_driver.c). */
+enum {
+    GPTC_GEMM_COPY_F32,      /* floats, in order: the fp32 layout's one depth per packed row */
+    GPTC_GEMM_COPY_BF16,     /* bf16 values, in order: the bf16 layout's depth pair */
+    GPTC_GEMM_COPY_PANELS16, /* runs of matvec's bf16 panel form (kernels.h GPTC_MV_PANEL): the same pair */
+};
 typedef void (*gptc_gemm_ukernel_copy)(int kc, const void *a, const void *b, float *c, int ldc, int m, int n,
-                                       float beta, const float *bias, const void *src, size_t lds, int src16,
+                                       float beta, const float *bias, const void *src, size_t lds, int form,
                                        void *dst, int rows);
 
 /* Packer: rows i0..i0+m-1, columns k0..k0+kc-1 of op(X) (op(X)(i,k) = trans ? X[k*ldx+i] :

@@ -3,6 +3,7 @@
  * in fp32, so this is the bf16 contract without bf16 instructions). */
 #include <immintrin.h>
 
+#include "core/core.h"
 #include "kernels/gemm/gemm_driver.h"
 #include "kernels/x86_avx2/avx2.h"
 
@@ -83,9 +84,9 @@ static void kernel_avx2(int kc, const void *a, const void *b, float *restrict c,
 }
 
 static void kernel_avx2_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
-                             float beta, const float *restrict bias, const void *src, size_t lds, int src16, void *dst,
+                             float beta, const float *restrict bias, const void *src, size_t lds, int form, void *dst,
                              int rows) {
-    (void)src16; /* 0: the fp32 products read fp32 operands */
+    GPTC_ASSERT(form == GPTC_GEMM_COPY_F32);
     tile_avx2(kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows);
 }
 

@@ -77,34 +77,21 @@ static inline __attribute__((always_inline)) void prefetch_c(const float *c, int
         b += NR;                                                                                                   \
     } while (0)
 
-/* fp32: c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed floats,
- * m <= R <= MR: only the first R rows are computed (R a constant: the body for a whole tile, or for the
- * few rows of a matrix's ragged last one). Each element is the same sum in the same order whatever R. */
-static inline __attribute__((always_inline)) void tile_f32(int kc, const float *restrict a, const float *restrict b,
-                                                           float *restrict c, int ldc, int m, int n, float beta,
-                                                           const float *restrict bias, const int R) {
-    __m512 c0[MR], c1[MR];
-#pragma GCC unroll 16
-    for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
-    prefetch_c(c, ldc, m);
-#pragma GCC unroll 4
-    for (int k = 0; k < kc; k++) TILE_F32_STEP(k);
-    store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
-}
-
 /* Rows of the next B micro-panel asked for ahead of their copy (a row every kc/rows depths of the tile, so
  * 16 rows are a few hundred nanoseconds: a trip to memory) */
 #define COPY_PF_ROWS 16
 
-/* tile_f32, copying rows r = 0..rows-1 (rows <= kc) of NR floats from src + r*lds to dst + r*NR as it goes:
- * one row after every kc/rows depths, each asked for COPY_PF_ROWS rows ahead (the first ones at the start;
- * those of the rows after the last, the next tile's, by the last). The tile's sums are tile_f32's. */
-static inline __attribute__((always_inline)) void tile_f32_copy(int kc, const float *restrict a,
-                                                                const float *restrict b, float *restrict c, int ldc,
-                                                                int m, int n, float beta, const float *restrict bias,
-                                                                const float *restrict src, size_t lds,
-                                                                float *restrict dst, int rows, const int R) {
-    /* src16 never: the fp32 products read fp32 operands */
+/* fp32: c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed floats,
+ * m <= R <= MR: only the first R rows are computed (R a constant: the body for a whole tile, or for the
+ * few rows of a matrix's ragged last one). Each element is the same sum in the same order whatever R.
+ * Meanwhile (kernel_copy; rows 0, a constant, for the plain kernel: none) rows r = 0..rows-1 (rows <= kc)
+ * of NR floats are copied from src + r*lds to dst + r*NR: one row after every kc/rows depths, each asked
+ * for COPY_PF_ROWS rows ahead (the first ones at the start; those of the rows after the last, the next
+ * tile's, by the last). */
+static inline __attribute__((always_inline)) void tile_f32(int kc, const float *restrict a, const float *restrict b,
+                                                           float *restrict c, int ldc, int m, int n, float beta,
+                                                           const float *restrict bias, const float *restrict src,
+                                                           size_t lds, float *restrict dst, int rows, const int R) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
@@ -143,14 +130,14 @@ static inline __attribute__((always_inline)) void tile_f32_copy(int kc, const fl
 
 static void kernel_avx512(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
                           float beta, const float *restrict bias) {
-    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias);
+    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, NULL, 0);
 }
 
 static void kernel_avx512_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
-                               float beta, const float *restrict bias, const void *src, size_t lds, int src16,
+                               float beta, const float *restrict bias, const void *src, size_t lds, int form,
                                void *dst, int rows) {
-    GPTC_ASSERT(!src16);
-    KERNEL_BY_ROWS(tile_f32_copy, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows);
+    GPTC_ASSERT(form == GPTC_GEMM_COPY_F32);
+    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows);
 }
 
 /* A 32-bit word that may alias the bf16 pairs the packers write. */
@@ -171,28 +158,6 @@ typedef uint32_t bf16_pair __attribute__((may_alias));
         a += MR;                                                                                                   \
         b += 2;                                                                                                    \
     } while (0)
-
-/* bf16: the same tile from k-pair panels (gemm_driver.h layout with s = 2): per pair q, a holds MR
- * words (row i's bf16 values at k = 2q, 2q+1) and b holds NR words (column j's two values), 64 bytes
- * per 16 columns. Each vdpbf16ps adds a0*b0 + a1*b1 to 16 fp32 sums; the zero-padded second value of
- * an odd kc's last pair contributes 0. R as tile_f32. */
-static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_pair *restrict a,
-                                                            const __m512i *restrict b, float *restrict c, int ldc,
-                                                            int m, int n, float beta, const float *restrict bias,
-                                                            const int R) {
-    __m512 c0[MR], c1[MR];
-#pragma GCC unroll 16
-    for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
-    prefetch_c(c, ldc, m);
-#pragma GCC unroll 4
-    for (int q = 0; q < (kc + 1) / 2; q++) TILE_BF16_STEP(q);
-    store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
-}
-
-static void kernel_avx512_bf16(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
-                               float beta, const float *restrict bias) {
-    KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias);
-}
 
 /* depths per block of the copying packers: each micro-panel's rows of a block are written together */
 #define PACK_KB 8 /* even: the bf16 packer's blocks are whole pairs */
@@ -356,12 +321,16 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
     }
 }
 
-/* tile_bf16, writing packed rows (depth pairs) r = 0..rows-1 of the next B micro-panel as it goes: pair r
- * from bf16 source rows 2r and 2r + 1 (lds elements apart) interleaved as pack_pairs_any interleaves them,
- * to dst + r*NR words — rows of values in order, or (panels) runs of matvec's bf16 panel form, word i
- * holding columns i and 16 + i; one pair after every pairs/rows depth pairs, each asked for COPY_PF_ROWS
- * pairs ahead; kc even. The tile's sums are tile_bf16's. */
-static inline __attribute__((always_inline)) void tile_bf16_copy(int kc, const bf16_pair *restrict a,
+/* bf16: the same tile from k-pair panels (gemm_driver.h layout with s = 2): per pair q, a holds MR
+ * words (row i's bf16 values at k = 2q, 2q+1) and b holds NR words (column j's two values), 64 bytes
+ * per 16 columns. Each vdpbf16ps adds a0*b0 + a1*b1 to 16 fp32 sums; the zero-padded second value of
+ * an odd kc's last pair contributes 0. R as tile_f32. Meanwhile (kernel_copy; rows 0, a constant, for the
+ * plain kernel: none; kc even) packed rows (depth pairs) r = 0..rows-1 of the next B micro-panel are
+ * written: pair r from bf16 source rows 2r and 2r + 1 (lds elements apart) interleaved as pack_pairs_any
+ * interleaves them, to dst + r*NR words — rows of values in order, or (panels) runs of matvec's bf16 panel
+ * form, word i holding columns i and 16 + i; one pair after every pairs/rows depth pairs, each asked for
+ * COPY_PF_ROWS pairs ahead. */
+static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_pair *restrict a,
                                                                  const __m512i *restrict b, float *restrict c,
                                                                  int ldc, int m, int n, float beta,
                                                                  const float *restrict bias, const void *src,
@@ -381,7 +350,7 @@ static inline __attribute__((always_inline)) void tile_bf16_copy(int kc, const b
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     prefetch_c(c, ldc, m);
     for (int r = 0; r < 2 * rows && r < 2 * COPY_PF_ROWS; r++) prefetch_run(src, (size_t)r * lds, es, NR);
-    const int pairs = kc / 2, every = rows > 0 ? pairs / rows : pairs;
+    const int pairs = (kc + 1) / 2, every = rows > 0 ? pairs / rows : pairs;
     int q = 0;
     for (int r = 0; r < rows; r++) {
         for (int e = 0; e < every; e++, q++) TILE_BF16_STEP(q);
@@ -406,11 +375,17 @@ static inline __attribute__((always_inline)) void tile_bf16_copy(int kc, const b
     store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
 }
 
+static void kernel_avx512_bf16(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
+                               float beta, const float *restrict bias) {
+    KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, 0, NULL, 0);
+}
+
 static void kernel_avx512_bf16_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
-                                    float beta, const float *restrict bias, const void *src, size_t lds, int src16,
+                                    float beta, const float *restrict bias, const void *src, size_t lds, int form,
                                     void *dst, int rows) {
-    GPTC_ASSERT(kc % 2 == 0 && (src16 == 1 || src16 == 2));
-    KERNEL_BY_ROWS(tile_bf16_copy, kc, a, b, c, ldc, m, n, beta, bias, src, lds, src16 == 2, dst, rows);
+    GPTC_ASSERT(kc % 2 == 0 && (form == GPTC_GEMM_COPY_BF16 || form == GPTC_GEMM_COPY_PANELS16));
+    KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias, src, lds, form == GPTC_GEMM_COPY_PANELS16, dst,
+                   rows);
 }
 
 static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
