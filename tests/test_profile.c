@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,7 +150,7 @@ TEST(profile_trace_has_every_operator_nested_in_steps) {
 
     /* the table from what the run left in memory */
     gptc_prof_summary *sum = malloc(sizeof *sum);
-    gptc_prof_summarise(sum);
+    gptc_prof_summarise(sum, 0, 0);
     CHECK_EQ_INT(sum->steps, steps);
     CHECK_EQ_INT(sum->counted, steps - 1);
     CHECK(sum->op_seconds <= sum->step_seconds * 1.0001 && sum->op_seconds > 0.5 * sum->step_seconds);
@@ -184,7 +185,7 @@ TEST(profile_cli_prints_the_table_and_refuses_a_bad_path) {
              test_gptc_bin(), test_shakespeare_data(), trace);
     CHECK_EQ_INT(test_run(cmd, &out), 0);
     const char *want[] = {"operator", "% peak", "% bw", "qkv.fwd", "attn.flash_bwd", "mlp.fc.dw.bwd", "adamw", "coverage",
-                          "against the measured memory bandwidth"};
+                          "against the measured memory bandwidth", "% roof", "profile: roofline", "over the roofline"};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) CHECK_MSG(strstr(out, want[i]), "no %s in:\n%s", want[i], out);
     /* a memory-bound row has its % of the triad bandwidth: adamw's last column is a number */
     const char *row = strstr(out, "\nadamw ");
@@ -230,4 +231,76 @@ TEST(profile_window_records_only_its_steps) {
     o.profile_from = 4;
     o.profile_to = 2;
     CHECK(gptc_train(&o, NULL, NULL, &r) == GPTC_ERR_ARG);
+}
+
+/* some work between a span's begin and end, so that it lasts longer than a bound of a few FLOPs */
+static double spin(int n) {
+    volatile double x = 0;
+    for (int i = 0; i < n; i++) x = x + 1e-3 * i;
+    return x;
+}
+
+/* The roofline: each span at max(FLOPs / peak, bytes / bandwidth), summed per operator over the counted
+ * steps; the table's roofline lines from them (machine speed decides only which operators exceed theirs:
+ * one of a single FLOP always does). */
+TEST(profile_roofline_bounds_each_operator_by_peak_and_bandwidth) {
+    CHECK_NEAR(gptc_prof_bound(1e9, 1e6, 100, 10), 1e-2, 1e-15); /* compute-bound */
+    CHECK_NEAR(gptc_prof_bound(1e6, 1e9, 100, 10), 1e-1, 1e-15); /* memory-bound */
+    CHECK_NEAR(gptc_prof_bound(1e9, 1e9, 0, 10), 1e-1, 1e-15);  /* no peak: the bandwidth's term alone */
+    CHECK_EQ_INT(gptc_prof_bound(1e9, 1e9, 0, 0) == 0, 1);
+
+    gptc_prof_free();
+    gptc_prof_start();
+    for (int s = 0; s < 3; s++) {
+        gptc_prof_begin(GPTC_PROF_STEP, "step", -1);
+        gptc_prof_begin(GPTC_PROF_FWD, "roof.gemm", -1);
+        gptc_prof_end(1e6, 1e3);
+        gptc_prof_begin(GPTC_PROF_OPT, "roof.stream", -1);
+        gptc_prof_end(10, 1e6);
+        gptc_prof_begin(GPTC_PROF_BWD, "roof.slow", -1);
+        spin(20000);
+        gptc_prof_end(1, 0);
+        gptc_prof_end(0, 0);
+    }
+    gptc_prof_stop();
+    gptc_prof_summary *sum = malloc(sizeof *sum);
+    gptc_prof_summarise(sum, 100, 10);
+    CHECK_EQ_INT(sum->counted, 2);
+    CHECK_NEAR(sum->op_flops, 2 * (1e6 + 10 + 1), 1e-6);
+    int found = 0;
+    for (int r = 0; r < sum->nrows; r++) {
+        const gptc_prof_row *x = &sum->rows[r];
+        double want = !strcmp(x->name, "roof.gemm") ? 2e-5 : !strcmp(x->name, "roof.stream") ? 2e-4 : 2e-11;
+        CHECK_MSG(fabs(x->bound / want - 1) < 1e-12, "%s: bound %g s, want %g", x->name, x->bound, want);
+        found += !strncmp(x->name, "roof.", 5);
+    }
+    CHECK_EQ_INT(found, 3);
+    gptc_prof_summarise(sum, 0, 0); /* without the rates, no bounds */
+    for (int r = 0; r < sum->nrows; r++) CHECK(sum->rows[r].bound == 0);
+    free(sum);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    gptc_prof_print_table(f, 100, "fp32", 10);
+    fclose(f);
+    const char *want[] = {"% roof",
+                          "profile: roofline (each operator at max(FLOPs / 100.0 GFLOP/s, bytes / 10.0 GB/s)",
+                          "compute-bound operators",
+                          "memory-bound",
+                          "of the peak",
+                          "profile: over the roofline, ms/step:",
+                          " roof.slow ",
+                          "outside operators"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        CHECK_MSG(strstr(text, want[i]), "no '%s' in:\n%s", want[i], text);
+    free(text);
+    /* without a bandwidth: no roofline */
+    text = NULL;
+    f = open_memstream(&text, &len);
+    gptc_prof_print_table(f, 100, "fp32", 0);
+    fclose(f);
+    CHECK_MSG(!strstr(text, "roofline") && !strstr(text, "% roof"), "%s", text);
+    free(text);
+    gptc_prof_free();
 }

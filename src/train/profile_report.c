@@ -111,7 +111,13 @@ static int by_time(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-void gptc_prof_summarise(gptc_prof_summary *s) {
+double gptc_prof_bound(double flops, double bytes, double peak_gflops, double bw_gbps) {
+    double compute = peak_gflops > 0 ? flops / (peak_gflops * 1e9) : 0;
+    double memory = bw_gbps > 0 ? bytes / (bw_gbps * 1e9) : 0;
+    return compute > memory ? compute : memory;
+}
+
+void gptc_prof_summarise(gptc_prof_summary *s, double peak_gflops, double bw_gbps) {
     memset(s, 0, sizeof *s);
     int nt = gptc_prof_nthreads();
     for (int i = 0; i < nt; i++) { /* the steps first: how many there are decides which count */
@@ -138,6 +144,7 @@ void gptc_prof_summarise(gptc_prof_summary *s) {
                 if (counted || p == 5 || p == 6) s->phase_seconds[p] += dt;
             } else if (is_operator((gptc_prof_cat)x->cat) && counted) {
                 s->op_seconds += dt;
+                s->op_flops += x->flops;
                 int r = 0;
                 while (r < s->nrows && s->rows[r].name != x->name && strcmp(s->rows[r].name, x->name) != 0) r++;
                 if (r == s->nrows) {
@@ -148,29 +155,70 @@ void gptc_prof_summarise(gptc_prof_summary *s) {
                 s->rows[r].seconds += dt;
                 s->rows[r].flops += x->flops;
                 s->rows[r].bytes += x->bytes;
+                s->rows[r].bound += gptc_prof_bound(x->flops, x->bytes, peak_gflops, bw_gbps);
             }
         }
     }
     qsort(s->rows, s->nrows, sizeof s->rows[0], by_time);
 }
 
+/* by the time over the roofline, most first */
+static int by_excess(const void *a, const void *b) {
+    const gptc_prof_row *x = a, *y = b;
+    double ex = x->seconds - x->bound, ey = y->seconds - y->bound;
+    return (ex < ey) - (ex > ey);
+}
+
+/* The step against its roofline: the operators' bounds (an operator faster than its bound, a memory
+ * stream the triad undercounts, at its own time) beside their times, split by which term bounds them;
+ * the FLOPs' rate there; then the operators furthest over their bounds, and the time outside operators. */
+static void print_roofline(FILE *f, gptc_prof_summary *s, double peak_gflops, double bw_gbps) {
+    double per = s->step_seconds / s->counted, roof = 0, cb = 0, ct = 0, mb = 0, mt = 0;
+    for (int r = 0; r < s->nrows; r++) {
+        const gptc_prof_row *x = &s->rows[r];
+        double b = x->bound < x->seconds ? x->bound : x->seconds;
+        roof += b;
+        if (x->flops / (peak_gflops * 1e9) >= x->bytes / (bw_gbps * 1e9)) cb += b, ct += x->seconds;
+        else mb += b, mt += x->seconds;
+    }
+    if (roof <= 0) return;
+    const double ms = 1e3 / s->counted;
+    fprintf(f,
+            "profile: roofline (each operator at max(FLOPs / %.1f GFLOP/s, bytes / %.1f GB/s), at most its own "
+            "time): %.2f ms/step (compute-bound operators %.2f ms, run in %.2f; memory-bound %.2f ms, run in %.2f), "
+            "%.1f%% of the step's %.2f ms; there its operators' FLOPs would run at %.1f%% of the peak (now %.1f%%)\n",
+            peak_gflops, bw_gbps, roof * ms, cb * ms, ct * ms, mb * ms, mt * ms, 100 * roof / s->step_seconds,
+            per * 1e3, 100 * s->op_flops / roof / (peak_gflops * 1e9),
+            100 * s->op_flops / s->step_seconds / (peak_gflops * 1e9));
+    qsort(s->rows, s->nrows, sizeof s->rows[0], by_excess);
+    fprintf(f, "profile: over the roofline, ms/step:");
+    for (int r = 0; r < s->nrows && r < 8; r++) {
+        const gptc_prof_row *x = &s->rows[r];
+        if (x->seconds <= x->bound) break;
+        fprintf(f, "%s %s %.2f", r ? "," : "", x->name, (x->seconds - x->bound) * ms);
+    }
+    fprintf(f, "; outside operators %.2f\n", (s->step_seconds - s->op_seconds) * ms);
+}
+
 void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind, double bw_gbps) {
     gptc_prof_summary *s = malloc(sizeof *s);
     if (!s) return;
-    gptc_prof_summarise(s);
+    gptc_prof_summarise(s, peak_gflops, bw_gbps);
     if (s->counted < 1 || s->step_seconds <= 0) {
         fprintf(f, "profile: no complete step recorded\n");
         free(s);
         return;
     }
+    const bool roofline = peak_gflops > 0 && bw_gbps > 0;
     double per = s->step_seconds / s->counted;
     fprintf(f, "profile: %d step%s (the first of %d left out as warm-up), %.2f ms/step", s->counted,
             s->counted == 1 ? "" : "s", s->steps, per * 1e3);
     if (s->steps == s->counted) fprintf(f, " (a single step: no warm-up left out)");
     if (peak_gflops > 0) fprintf(f, "; %% of peak against the measured %s peak %.1f GFLOP/s", peak_kind, peak_gflops);
     if (bw_gbps > 0) fprintf(f, "; %% bw against the measured memory bandwidth %.1f GB/s (STREAM triad)", bw_gbps);
-    fprintf(f, "\n%-22s %-9s %7s %10s %9s %7s %9s %8s %7s %6s\n", "operator", "category", "calls", "total ms", "ms/step",
-            "% step", "GFLOP/s", "GB/s", "% peak", "% bw");
+    if (roofline) fprintf(f, "; %% roof: the operator's roofline, max(FLOPs / peak, bytes / bandwidth), over its time");
+    fprintf(f, "\n%-22s %-9s %7s %10s %9s %7s %9s %8s %7s %6s%s\n", "operator", "category", "calls", "total ms",
+            "ms/step", "% step", "GFLOP/s", "GB/s", "% peak", "% bw", roofline ? " % roof" : "");
     for (int r = 0; r < s->nrows; r++) {
         const gptc_prof_row *x = &s->rows[r];
         double gf = x->seconds > 0 ? x->flops / x->seconds * 1e-9 : 0, gb = x->seconds > 0 ? x->bytes / x->seconds * 1e-9 : 0;
@@ -178,8 +226,11 @@ void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind, d
                 x->seconds * 1e3, x->seconds * 1e3 / s->counted, 100 * x->seconds / s->step_seconds, gf, gb);
         if (peak_gflops > 0 && x->flops > 0) fprintf(f, " %7.2f", 100 * gf / peak_gflops);
         else fprintf(f, " %7s", "-");
-        if (bw_gbps > 0 && x->bytes > 0) fprintf(f, " %6.1f\n", 100 * gb / bw_gbps);
-        else fprintf(f, " %6s\n", "-");
+        if (bw_gbps > 0 && x->bytes > 0) fprintf(f, " %6.1f", 100 * gb / bw_gbps);
+        else fprintf(f, " %6s", "-");
+        if (roofline && x->seconds > 0 && x->bound > 0) fprintf(f, " %6.1f", 100 * x->bound / x->seconds);
+        else if (roofline) fprintf(f, " %6s", "-");
+        fprintf(f, "\n");
     }
     fprintf(f, "profile: operators take %.2f of %.2f ms/step (coverage %.1f%%); per step:", s->op_seconds * 1e3 / s->counted,
             per * 1e3, 100 * s->op_seconds / s->step_seconds);
@@ -192,5 +243,6 @@ void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind, d
             if (s->phase_seconds[p] > 0) fprintf(f, " %s %.1f ms", k_phases[p], s->phase_seconds[p] * 1e3);
         fprintf(f, "\n");
     }
+    if (roofline) print_roofline(f, s, peak_gflops, bw_gbps);
     free(s);
 }

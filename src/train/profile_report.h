@@ -26,6 +26,7 @@ typedef struct gptc_prof_row {
     gptc_prof_cat cat;
     long calls;
     double seconds, flops, bytes;
+    double bound; /* seconds: its spans' rooflines summed (gptc_prof_bound; 0 without a peak and a bandwidth) */
 } gptc_prof_row;
 
 typedef struct gptc_prof_summary {
@@ -34,18 +35,25 @@ typedef struct gptc_prof_summary {
     double step_seconds;    /* total time of the counted steps */
     double op_seconds;      /* total time of their operators (forward, backward, optimizer, communication) */
     double phase_seconds[8]; /* forward, classifier, backward, recompute, optimizer, eval, checkpoint, other */
+    double op_flops;        /* their operators' FLOPs */
     int nrows;
     gptc_prof_row rows[128]; /* sorted by time, longest first */
 } gptc_prof_summary;
 
-/* Aggregates the recorded spans into s. */
-void gptc_prof_summarise(gptc_prof_summary *s);
+/* The roofline of one span: the least time its work takes on this machine, max(flops / peak, bytes /
+ * bandwidth) in seconds (peak in GFLOP/s, bandwidth in GB/s; a term whose rate is 0 counts 0). */
+double gptc_prof_bound(double flops, double bytes, double peak_gflops, double bw_gbps);
+
+/* Aggregates the recorded spans into s; each row's bound from peak_gflops and bw_gbps (0, 0: none). */
+void gptc_prof_summarise(gptc_prof_summary *s, double peak_gflops, double bw_gbps);
 
 /* Prints the per-operator table: calls, total ms, ms/step, % of the step, GFLOP/s, GB/s, % of
- * peak_gflops (the run's measured peak for its dtype, named by peak_kind; 0: "-") and % of bw_gbps
+ * peak_gflops (the run's measured peak for its dtype, named by peak_kind; 0: "-"), % of bw_gbps
  * (the measured STREAM triad bandwidth on the run's threads, kernels.h gptc_triad_gbps: the bytes of
- * the cost model in backend/ops.c over the operator's time; 0: "-"), then the operators' coverage
- * of the step time and the phases per step. */
+ * the cost model in backend/ops.c over the operator's time; 0: "-") and % of its roofline (its bound
+ * over its time), then the operators' coverage of the step time and the phases per step; with both
+ * rates, the step's roofline (its operators' bounds, each at most the operator's time, added up; what
+ * the FLOPs would run at there) and the operators whose time exceeds their bound the most. */
 void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind, double bw_gbps);
 
 #endif
