@@ -1,9 +1,11 @@
 #!/bin/sh
 # lora.sh — fine-tuning on a small machine, measured: GPT-2 124M fine-tuned in full, with its embeddings
-# and first ten blocks frozen, and with LoRA r=8, side by side, from one base model (a random init trained PRE steps on GPT-2-tokenized tiny Shakespeare,
+# and first ten blocks frozen, and with LoRA r=8 (with and without --pack-weights auto's packed copies of
+# the frozen base, which it keeps where the run fits in half of the machine's memory), side by side, from one base model (a random init trained PRE steps on GPT-2-tokenized tiny Shakespeare,
 # made once under build/bench-lora), each for STEPS steps on the same data under /usr/bin/time -v; then
 # GPT-2 XL with LoRA r=8 (a random-init base: its memory, not its loss, is the point) for XL_STEPS steps.
-# Prints per run: peak RSS (time -v), gptc plan's total, median ms/step, the step's FLOPs per token as
+# Prints per run: peak RSS (time -v), gptc plan's total (for what the run kept: --pack-weights where it
+# packed), median ms/step, the step's FLOPs per token as
 # gptc counts them, trained parameters, and the val loss before and after (eval over EVAL batches).
 #
 #   sh bench/lora.sh          settings as NAME=VALUE arguments or in the environment: PRE (300), STEPS (100),
@@ -50,9 +52,11 @@ printf '%-22s %9s %9s %9s %12s %12s %s\n' run "RSS MiB" "plan MiB" "ms/step" "FL
 run() {
     name=$1 plan=$2 flags=$3 model=$4
     dir=$(mktemp -d /tmp/gptc-lora.XXXXXX)
-    planned=$($GPTC plan --model "$model" --batch "$B" --seq "$T" --threads "$THREADS" --bytes $plan | awk '$1 == "total" { print $4 }')
     /usr/bin/time -v -o "$dir/time.txt" $GPTC train $COMMON $flags --ckpt "$dir/run" --ckpt-every 0 >"$dir/train.txt" 2>&1 ||
         { echo "$name: gptc train failed:"; tail -5 "$dir/train.txt"; return; }
+    # the plan of what the run did: with its weight matrices kept packed where --pack-weights (auto) kept them
+    grep -q '^pack-weights: the weight matrices are kept packed' "$dir/train.txt" && plan="$plan --pack-weights"
+    planned=$($GPTC plan --model "$model" --batch "$B" --seq "$T" --threads "$THREADS" --bytes $plan | awk '$1 == "total" { print $4 }')
     rss=$(awk -F: '/Maximum resident set size/ { print $2 }' "$dir/time.txt")
     awk -v n="$name" -v r="$rss" -v p="$planned" '
         /^model: / { if (match($0, /[0-9.]+M parameters/)) params = substr($0, RSTART, RLENGTH - 11) }
@@ -65,6 +69,9 @@ run() {
 [ "$SMALL" = 1 ] && run "full fine-tune" "" "--init $BASE --seed 2 --steps $STEPS --lr 3e-5 --warmup 10" gpt2
 [ "$SMALL" = 1 ] && run "freeze wte,wpe,h.0-9.*" "--freeze wte,wpe,h.0-9.*" "--init $BASE --seed 2 --steps $STEPS --lr 3e-5 --warmup 10 --freeze wte,wpe,h.0-9.*" gpt2
 [ "$SMALL" = 1 ] && run "LoRA r=8 attn,mlp" "--lora 8 --lora-targets attn,mlp" "--init $BASE --seed 2 --steps $STEPS --lr 3e-4 --warmup 10 --lora 8 --lora-alpha 16 --lora-targets attn,mlp" gpt2
+# the same without the packed copies of the frozen base (--pack-weights auto keeps them where the run fits
+# in half of the machine's memory; a small machine's run is this one)
+[ "$SMALL" = 1 ] && run "  --pack-weights off" "--lora 8 --lora-targets attn,mlp" "--init $BASE --seed 2 --steps $STEPS --lr 3e-4 --warmup 10 --lora 8 --lora-alpha 16 --lora-targets attn,mlp --pack-weights off" gpt2
 if [ "$XL" = 1 ]; then
     B=1 T=1024
     COMMON="--data $DATA --batch 1 --seq 1024 --threads $THREADS --pin --eval-every 0 --eval-batches 1"
