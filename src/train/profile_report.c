@@ -178,7 +178,8 @@ static void print_roofline(FILE *f, gptc_prof_summary *s, double peak_gflops, do
         const gptc_prof_row *x = &s->rows[r];
         double b = x->bound < x->seconds ? x->bound : x->seconds;
         roof += b;
-        if (x->flops / (peak_gflops * 1e9) >= x->bytes / (bw_gbps * 1e9)) cb += b, ct += x->seconds;
+        if (gptc_prof_bound(x->flops, 0, peak_gflops, 0) >= gptc_prof_bound(0, x->bytes, 0, bw_gbps))
+            cb += b, ct += x->seconds;
         else mb += b, mt += x->seconds;
     }
     if (roof <= 0) return;

@@ -51,6 +51,19 @@ static inline __attribute__((always_inline)) void store_tile(__m512 c0[MR], __m5
  * past a panel's end are harmless hints. */
 #define PF_K 16
 
+/* The lines of n elements of es bytes from element x of X on, asked for into L1 ahead of their reads */
+static inline __attribute__((always_inline)) void prefetch_run(const void *X, size_t x, int es, int n) {
+    const char *p = (const char *)X + x * es;
+    for (int b = 0; b < n * es; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
+/* The permutation that interleaves two runs of 16 bf16 values held in one vector's halves: word 2i <- word
+ * i (depth k), word 2i+1 <- word 16+i (depth k+1): a packed depth pair (the packer's and the copying tile's) */
+static inline __m512i pair_interleave(void) {
+    return _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
+                            19, 3, 18, 2, 17, 1, 16, 0);
+}
+
 /* The C tile's rows are read (beta) or written at the end of a call; asked for at its start, they are
  * in L1 by then. */
 static inline __attribute__((always_inline)) void prefetch_c(const float *c, int ldc, int m) {
@@ -96,10 +109,7 @@ static inline __attribute__((always_inline)) void tile_f32(int kc, const float *
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     prefetch_c(c, ldc, m);
-    for (int r = 0; r < rows && r < COPY_PF_ROWS; r++) {
-        _mm_prefetch((const char *)(src + r * lds), _MM_HINT_T0);
-        _mm_prefetch((const char *)(src + r * lds + 16), _MM_HINT_T0);
-    }
+    for (int r = 0; r < rows && r < COPY_PF_ROWS; r++) prefetch_run(src, r * lds, sizeof(float), NR);
     const int every = rows > 0 ? kc / rows : kc;
     int k = 0;
     for (int r = 0; r < rows; r++) {
@@ -107,9 +117,7 @@ static inline __attribute__((always_inline)) void tile_f32(int kc, const float *
         const float *s = src + r * lds;
         _mm512_store_ps(dst + (size_t)r * NR, _mm512_loadu_ps(s));
         _mm512_store_ps(dst + (size_t)r * NR + 16, _mm512_loadu_ps(s + 16));
-        /* past the last row: the next tile's first (a hint never faults) */
-        _mm_prefetch((const char *)(s + COPY_PF_ROWS * lds), _MM_HINT_T0);
-        _mm_prefetch((const char *)(s + COPY_PF_ROWS * lds + 16), _MM_HINT_T0);
+        prefetch_run(s, COPY_PF_ROWS * lds, sizeof(float), NR); /* past the last row: the next tile's first */
     }
 #pragma GCC unroll 4
     for (; k < kc; k++) TILE_F32_STEP(k);
@@ -163,12 +171,6 @@ typedef uint32_t bf16_pair __attribute__((may_alias));
 #define PACK_KB 8 /* even: the bf16 packer's blocks are whole pairs */
 /* values ahead in a row that the transposing packers ask for (four lines of floats) */
 #define PACK_PF_AHEAD 64
-
-/* The lines of n elements of es bytes from element x of X on, asked for into L1 ahead of their reads */
-static inline __attribute__((always_inline)) void prefetch_run(const void *X, size_t x, int es, int n) {
-    const char *p = (const char *)X + x * es;
-    for (int b = 0; b < n * es; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
-}
 
 static inline __mmask16 low_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
@@ -263,9 +265,7 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
                                                                  int k0, int m, int kc, int r, void *out_) {
     uint16_t *out = out_;
     const int kcp = (kc + 1) & ~1;
-    /* word 2i <- word i (k), word 2i+1 <- word 16+i (k+1) */
-    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                                                22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i interleave = pair_interleave();
     int p = 0;
     if (trans && r % 16 == 0) {
         /* whole micro-panels of a multiple of 16 rows, PACK_KB depths (pairs of runs) at a time, as
@@ -337,8 +337,7 @@ static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_p
                                                                  size_t lds, int panels, void *dst_, int rows,
                                                                  const int R) {
     uint16_t *dst = dst_;
-    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                                                22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i interleave = pair_interleave();
     /* from a panel run a (row 2r) and b (row 2r + 1), halfwords 2i = column i, 2i + 1 = column 16 + i: the
      * pairs of columns 0..15 take a's and b's even halfwords, those of 16..31 their odd ones */
     const __m512i even = _mm512_set_epi16(62, 30, 60, 28, 58, 26, 56, 24, 54, 22, 52, 20, 50, 18, 48, 16, 46, 14, 44,
