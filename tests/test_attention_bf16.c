@@ -1,7 +1,7 @@
 /* test_attention_bf16.c — bf16 mixed-precision flash attention (the bf16 contract of
- * kernels/attention.h): the AVX-512 variant against the bf16 reference on ragged shapes (forward
- * o and lse, backward dq/dk/dv accumulated onto random gradients), with and without dropout; the
- * backward's += semantics; bit-identical results for 1 and 2 threads; the bf16 reference against the
+ * kernels/attention.h): the AVX-512 variants (fp32 FMAs on rounded operands; vdpbf16ps where the CPU
+ * has AVX512_BF16) against the bf16 reference on ragged shapes (forward o and lse, backward dq/dk/dv
+ * accumulated onto random gradients), with and without dropout; the backward's += semantics; bit-identical results for 1 and 2 threads; the bf16 reference against the
  * fp32 reference (close, but not identical: the roundings happen), forward and backward; dispatch.
  * Finite differences of the bf16 forward are not meaningful (its roundings make it piecewise
  * constant at the eps scale), so the bf16 backward is checked against the fp32 reference backward.
@@ -20,6 +20,7 @@
 #include "core/core.h"
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
+#include "kernels/x86_avx512/avx512.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,19 @@ static gptc_rng g_rng;
 static const variant k_ref_bf16 = {"bf16 ref", gptc_flash_fwd_bf16_ref, gptc_flash_bwd_bf16_ref};
 static const variant k_ref_fp32 = {"fp32 ref", gptc_flash_fwd_ref, gptc_flash_bwd_ref};
 static const variant k_avx512_bf16 = {"avx512 bf16", gptc_flash_fwd_bf16_avx512, gptc_flash_bwd_bf16_avx512};
+static const variant k_dp_bf16 = {"avx512bf16 (vdpbf16ps)", gptc_flash_fwd_bf16_dp, gptc_flash_bwd_bf16_dp};
 
 static int have_avx512_level(void) { return gptc_kernels_level("avx512") != NULL; }
+static int have_bf16_dp(void) { return have_avx512_level() && gptc_cpu()->avx512bf16; }
+
+/* the fast bf16 variants this CPU runs, after the reference: vs[0] = the reference; returns the count */
+static int bf16_variants(variant vs[3]) {
+    int n = 0;
+    vs[n++] = k_ref_bf16;
+    if (have_avx512_level()) vs[n++] = k_avx512_bf16;
+    if (have_bf16_dp()) vs[n++] = k_dp_bf16;
+    return n;
+}
 
 /* e[0..4] = rel errors of o, lse, dq, dk, dv of got against want */
 static void fb_errs(double e[5], const fb_out *got, const fb_out *want, size_t n, size_t nl) {
@@ -45,16 +57,20 @@ static void fb_errs(double e[5], const fb_out *got, const fb_out *want, size_t n
 }
 static const char *const k_what[5] = {"o", "lse", "dq", "dk", "dv"};
 
+/* every fast variant against the bf16 reference */
 TEST(attention_bf16_avx512_vs_ref) {
-    if (!have_avx512_level()) {
+    variant vs[3];
+    const int nv = bf16_variants(vs);
+    if (nv == 1) {
         printf("    (no AVX-512 on this CPU or level capped: the dispatch uses the bf16 reference)\n");
         return;
     }
+    if (!have_bf16_dp()) printf("    (no AVX512_BF16 on this CPU: the vdpbf16ps variant is not run)\n");
     gptc_rng_seed(&g_rng, 21);
     const int Ts[] = {1, 2, 7, 16, 17, 64, 65, 130}, HSs[] = {1, 13, 24, 40, 64, 80}, NHs[] = {1, 3};
     const float ps[] = {0.0f, 0.2f};
     const int B = 2;
-    double worst[5] = {0};
+    double worst[3][5] = {{0}};
     for (int ti = 0; ti < 8; ti++)
         for (int hi = 0; hi < 6; hi++)
             for (int ni = 0; ni < 2; ni++)
@@ -66,25 +82,29 @@ TEST(attention_bf16_avx512_vs_ref) {
                     float *v = test_randn_f(&g_rng, n, 1.0), *dO = test_randn_f(&g_rng, n, 1.0);
                     float *g0 = test_randn_f(&g_rng, 3 * n, 0.5);
                     fb_out want = run_fb(&k_ref_bf16, q, k, v, dO, g0, B, NH, T, HS, p, 77);
-                    fb_out got = run_fb(&k_avx512_bf16, q, k, v, dO, g0, B, NH, T, HS, p, 77);
-                    double e[5];
-                    fb_errs(e, &got, &want, n, nl);
-                    for (int w = 0; w < 5; w++) {
-                        if (e[w] > worst[w]) worst[w] = e[w];
-                        CHECK_MSG(e[w] <= (w == 1 ? LSE_TOL : VAR_TOL), "T=%d HS=%d NH=%d p=%g: %s rel err %.3g", T,
-                                  HS, NH, (double)p, k_what[w], e[w]);
+                    for (int vi = 1; vi < nv; vi++) {
+                        fb_out got = run_fb(&vs[vi], q, k, v, dO, g0, B, NH, T, HS, p, 77);
+                        double e[5];
+                        fb_errs(e, &got, &want, n, nl);
+                        for (int w = 0; w < 5; w++) {
+                            if (e[w] > worst[vi][w]) worst[vi][w] = e[w];
+                            CHECK_MSG(e[w] <= (w == 1 ? LSE_TOL : VAR_TOL), "%s T=%d HS=%d NH=%d p=%g: %s rel err %.3g",
+                                      vs[vi].name, T, HS, NH, (double)p, k_what[w], e[w]);
+                        }
+                        fb_free(&got);
                     }
-                    fb_free(&got), fb_free(&want);
+                    fb_free(&want);
                     free(q), free(k), free(v), free(dO), free(g0);
                 }
-    printf("    worst rel err o %.2g lse %.2g dq %.2g dk %.2g dv %.2g\n", worst[0], worst[1], worst[2], worst[3],
-           worst[4]);
+    for (int vi = 1; vi < nv; vi++)
+        printf("    %s: worst rel err o %.2g lse %.2g dq %.2g dk %.2g dv %.2g\n", vs[vi].name, worst[vi][0],
+               worst[vi][1], worst[vi][2], worst[vi][3], worst[vi][4]);
 }
 
 /* The backward adds: from g0 it gives g0 + (its result from zero), to fp32 addition. */
 TEST(attention_bf16_backward_accumulates) {
-    variant vs[2] = {k_ref_bf16, k_avx512_bf16};
-    int nv = have_avx512_level() ? 2 : 1;
+    variant vs[3];
+    const int nv = bf16_variants(vs);
     gptc_rng_seed(&g_rng, 22);
     const int B = 1, NH = 2, T = 37, HS = 24;
     size_t n = (size_t)B * NH * T * HS;
@@ -105,8 +125,8 @@ TEST(attention_bf16_backward_accumulates) {
 }
 
 TEST(attention_bf16_threads_bitwise) {
-    variant vs[2] = {k_ref_bf16, k_avx512_bf16};
-    check_flash_threads_bitwise(vs, have_avx512_level() ? 2 : 1, 40, 23);
+    variant vs[3];
+    check_flash_threads_bitwise(vs, bf16_variants(vs), 40, 23);
 }
 
 /* bf16 reference vs fp32 reference, forward and backward: within BF16_TOL, and not bit-equal */
@@ -149,8 +169,12 @@ TEST(attention_bf16_ref_vs_fp32_ref) {
 TEST(attention_bf16_dispatch) {
     const char *level = gptc_kernels_get()->variant; /* amx: the avx512 table but for gemm_bf16 */
     int fast = strcmp(level, "avx512") == 0 || strcmp(level, "amx") == 0;
-    CHECK_MSG(strcmp(gptc_flash_bf16_variant(), fast ? "avx512" : "ref") == 0, "bf16 flash %s, table %s",
-              gptc_flash_bf16_variant(), gptc_kernels_get()->variant);
-    CHECK(gptc_flash_fwd_bf16() == (fast ? gptc_flash_fwd_bf16_avx512 : gptc_flash_fwd_bf16_ref));
-    CHECK(gptc_flash_bwd_bf16() == (fast ? gptc_flash_bwd_bf16_avx512 : gptc_flash_bwd_bf16_ref));
+    int dp = fast && gptc_avx512_bf16_native(); /* vdpbf16ps where gemm_bf16 runs it */
+    const char *want = dp ? "avx512bf16" : fast ? "avx512" : "ref";
+    CHECK_MSG(strcmp(gptc_flash_bf16_variant(), want) == 0, "bf16 flash %s, table %s, want %s",
+              gptc_flash_bf16_variant(), gptc_kernels_get()->variant, want);
+    gptc_flash_fwd_fn fwd = dp ? gptc_flash_fwd_bf16_dp : fast ? gptc_flash_fwd_bf16_avx512 : gptc_flash_fwd_bf16_ref;
+    gptc_flash_bwd_fn bwd = dp ? gptc_flash_bwd_bf16_dp : fast ? gptc_flash_bwd_bf16_avx512 : gptc_flash_bwd_bf16_ref;
+    CHECK(gptc_flash_fwd_bf16() == fwd);
+    CHECK(gptc_flash_bwd_bf16() == bwd);
 }

@@ -30,6 +30,8 @@ void gptc_flash_fwd_avx512(FLASH_FWD_ARGS) { absent(__func__); }
 void gptc_flash_bwd_avx512(FLASH_BWD_ARGS) { absent(__func__); }
 void gptc_flash_fwd_bf16_avx512(FLASH_FWD_ARGS) { absent(__func__); }
 void gptc_flash_bwd_bf16_avx512(FLASH_BWD_ARGS) { absent(__func__); }
+void gptc_flash_fwd_bf16_dp(FLASH_FWD_ARGS) { absent(__func__); }
+void gptc_flash_bwd_bf16_dp(FLASH_BWD_ARGS) { absent(__func__); }
 
 void gptc_avx2_gelu_fwd(gptc_gelu_kind f, float *out, const float *inp, size_t n) { absent(__func__); }
 void gptc_avx2_gelu_bwd(gptc_gelu_kind f, float *dinp, const float *inp, const float *dout, size_t n) { absent(__func__); }

@@ -85,7 +85,7 @@ enum { GPTC_FLASH_KEY_TILE = 16 };
 gptc_flash_fwd_fn gptc_flash_fwd_bf16(void); /* the table's flash_fwd_bf16: the avx512 level's, else the
                                                 bf16 reference */
 gptc_flash_bwd_fn gptc_flash_bwd_bf16(void);
-const char *gptc_flash_bf16_variant(void); /* "ref" or "avx512" */
+const char *gptc_flash_bf16_variant(void); /* "ref", "avx512" or "avx512bf16" (vdpbf16ps) */
 void gptc_flash_fwd_bf16_ref(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
                              int T, int HS, float dropout, uint64_t seed);
 void gptc_flash_bwd_bf16_ref(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
@@ -97,6 +97,16 @@ void gptc_flash_fwd_bf16_avx512(float *o, float *lse, const float *q, const floa
 void gptc_flash_bwd_bf16_avx512(float *dq, float *dk, float *dv, const float *do_, const float *q,
                                 const float *k, const float *v, const float *o, const float *lse, int B, int NH,
                                 int T, int HS, float dropout, uint64_t seed);
+
+/* Only when gptc_kernels_level("avx512") is non-NULL and the CPU has AVX512_BF16 (gptc_cpu()->avx512bf16):
+ * the products on vdpbf16ps (kernels/x86_avx512/flash_bf16dp.inc), the avx512 level's entries where
+ * gemm_bf16 runs vdpbf16ps too. */
+void gptc_flash_fwd_bf16_dp(float *o, float *lse, const float *q, const float *k, const float *v, int B, int NH,
+                            int T, int HS, float dropout, uint64_t seed);
+void gptc_flash_bwd_bf16_dp(float *dq, float *dk, float *dv, const float *do_, const float *q, const float *k,
+                            const float *v, const float *o, const float *lse, int B, int NH, int T, int HS,
+                            float dropout, uint64_t seed);
+size_t gptc_flash_scratch_bf16_dp(int T, int HS);
 
 /* ---- layout conversions (C = NH*HS): the reference table's qkv_to_heads, heads_to_qkv_grad,
  * heads_to_rows, rows_to_heads. Parallel over (b,t); each output element written once. */

@@ -203,6 +203,7 @@ gptc_flash_bwd_fn gptc_flash_bwd_bf16(void) { return gptc_kernels_get()->flash_b
 const char *gptc_flash_bf16_variant(void) {
 #if defined(__x86_64__) || defined(__i386__) /* the AVX512_BF16 kernel is built for an x86 target only (Makefile) */
     if (gptc_kernels_get()->flash_fwd_bf16 == gptc_flash_fwd_bf16_avx512) return "avx512";
+    if (gptc_kernels_get()->flash_fwd_bf16 == gptc_flash_fwd_bf16_dp) return "avx512bf16";
 #endif
     return "ref";
 }

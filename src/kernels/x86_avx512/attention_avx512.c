@@ -1,7 +1,8 @@
 /* attention_avx512.c — AVX-512 fused causal flash attention, fp32 and bf16 mixed precision: the
  * shared text kernels/flash_simd.inc at 16 lanes (register tiles of 8 keys x 32 rows for the scores,
  * 4 rows x 64 columns for the row-major products) with the bf16 contract's entries, whose roundings
- * run on fp32 FMAs (no AVX512_BF16 needed; it issues at half rate on Intel cores anyway). */
+ * run on fp32 FMAs (no AVX512_BF16 needed; it issues at half rate on Intel cores anyway), and
+ * flash_bf16dp.inc's bf16 entries on vdpbf16ps, the table's where gemm_bf16 runs it too. */
 #include "kernels/x86_avx512/avx512.h"
 #include "kernels/x86_avx512/transpose16.h"
 #include "kernels/x86_avx512/vec_avx512.h"
@@ -19,9 +20,10 @@ void gptc_avx512_overlay_attention(gptc_kernels *k) {
     k->flash_fwd = gptc_flash_fwd_avx512;
     k->flash_bwd = gptc_flash_bwd_avx512;
     k->flash_scratch = gptc_flash_scratch_avx512;
-    k->flash_fwd_bf16 = gptc_flash_fwd_bf16_avx512;
-    k->flash_bwd_bf16 = gptc_flash_bwd_bf16_avx512;
-    k->flash_scratch_bf16 = gptc_flash_scratch_bf16_avx512;
+    const bool dp = gptc_avx512_bf16_native(); /* AVX512_BF16, and not an Intel core's half rate */
+    k->flash_fwd_bf16 = dp ? gptc_flash_fwd_bf16_dp : gptc_flash_fwd_bf16_avx512;
+    k->flash_bwd_bf16 = dp ? gptc_flash_bwd_bf16_dp : gptc_flash_bwd_bf16_avx512;
+    k->flash_scratch_bf16 = dp ? gptc_flash_scratch_bf16_dp : gptc_flash_scratch_bf16_avx512;
 }
 
 /* x rounded to the nearest bf16 (ties to even) and back: gptc_bf16_round lane-wise (NaN kept, quiet) */
@@ -43,3 +45,4 @@ static inline void vtranspose(vf t[W]) { transpose16(t); }
 #define FLASH_PCV 4
 #define FLASH_BF16 1
 #include "kernels/flash_simd.inc"
+#include "kernels/x86_avx512/flash_bf16dp.inc"
