@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "core/core.h"
 #include "kernels/gelu.h"
+#include "kernels/x86_avx512/avx512.h"
 
 #include <omp.h>
 #include <stdint.h>
@@ -47,7 +48,11 @@ TEST(backend_each_level_sets_its_flash_and_gelu_forms) {
     }
     if (a5) {
         CHECK(a5->flash_fwd == gptc_flash_fwd_avx512 && a5->flash_bwd == gptc_flash_bwd_avx512);
-        CHECK(a5->flash_fwd_bf16 == gptc_flash_fwd_bf16_avx512 && a5->flash_bwd_bf16 == gptc_flash_bwd_bf16_avx512);
+        /* the bf16 flash on vdpbf16ps where gemm_bf16 runs it, else on fp32 FMAs */
+        if (gptc_avx512_bf16_native())
+            CHECK(a5->flash_fwd_bf16 == gptc_flash_fwd_bf16_dp && a5->flash_bwd_bf16 == gptc_flash_bwd_bf16_dp);
+        else
+            CHECK(a5->flash_fwd_bf16 == gptc_flash_fwd_bf16_avx512 && a5->flash_bwd_bf16 == gptc_flash_bwd_bf16_avx512);
         CHECK(a5->gelu_erf_bwd != a2->gelu_erf_bwd);
     }
     /* a form's entry is its own at every level */

@@ -55,8 +55,9 @@ int gptc_cmd_info(int argc, char **argv) {
     }
     printf("kernels (%s):", k->variant);
     for (int i = 0; i < gptc_kernel_nops; i++) printf(" %s=%s", gptc_kernel_ops[i].name, gptc_kernels_op_variant(k, i));
-    printf("\nflash attention (used by training; attention_* above are the naive reference and decoding): %s",
-           gptc_flash_variant());
+    printf("\nflash attention (used by training; attention_* above are the naive reference and decoding): %s; "
+           "--dtype bf16 runs %s",
+           gptc_flash_variant(), gptc_flash_bf16_variant());
     double p1 = gptc_peak_gflops(1), pn = gptc_peak_gflops(0);
     printf("\npeak (measured, fp32 FMA): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", p1, pn, gptc_threads());
     double b1 = gptc_peak_bf16_gflops(1), bn = b1 > 0 ? gptc_peak_bf16_gflops(0) : 0;
