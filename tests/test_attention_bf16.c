@@ -7,10 +7,12 @@
  * constant at the eps scale), so the bf16 backward is checked against the fp32 reference backward.
  *
  * Tolerances (max |a-b| / max |b| over an array, test_rel_err_f), inputs N(0,1):
- *   VAR_TOL  2e-3: AVX-512 vs bf16 reference. Same rounding points, different fp32 summation
- *            orders; a sum that lands on the other side of a bf16 rounding boundary changes one
- *            operand by one bf16 ulp (2^-8 relative), so results are not bit-equal. lse 1e-5 (fp32
- *            only). Measured max 6e-4 (dq), 2e-7 (lse).
+ *   VAR_TOL  4e-3: AVX-512 variants vs bf16 reference. Same rounding points, different fp32
+ *            summation orders; a sum that lands on the other side of a bf16 rounding boundary changes
+ *            one operand by one bf16 ulp (2^-8 = 3.9e-3 relative), so results are not bit-equal. With
+ *            few keys one such operand (a dS, with dropout's 1/(1-p)) carries much of a gradient: the
+ *            tolerance is that one ulp. lse 1e-5 (fp32 only). Measured max 1.8e-3 (dk; both variants
+ *            the same, so the reference's order is the one that flips), 3e-4 (o), 2e-7 (lse).
  *   BF16_TOL 3e-2: bf16 reference vs fp32 reference: operands carry 2^-9 relative error each;
  *            measured max 9e-3 (lse), 6e-3 (dq, dk), 4e-3 (o, dv). At T=1 dq and dk are zero up to
  *            rounding noise in both, so they are not compared there.
@@ -25,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define VAR_TOL 2e-3
+#define VAR_TOL 4e-3
 #define LSE_TOL 1e-5
 #define BF16_TOL 3e-2
 #define ACC_TOL 1e-6
@@ -67,12 +69,12 @@ TEST(attention_bf16_avx512_vs_ref) {
     }
     if (!have_bf16_dp()) printf("    (no AVX512_BF16 on this CPU: the vdpbf16ps variant is not run)\n");
     gptc_rng_seed(&g_rng, 21);
-    const int Ts[] = {1, 2, 7, 16, 17, 64, 65, 130}, HSs[] = {1, 13, 24, 40, 64, 80}, NHs[] = {1, 3};
+    const int Ts[] = {1, 2, 7, 16, 17, 64, 65, 130}, HSs[] = {1, 13, 24, 40, 64, 80, 128}, NHs[] = {1, 3};
     const float ps[] = {0.0f, 0.2f};
     const int B = 2;
     double worst[3][5] = {{0}};
     for (int ti = 0; ti < 8; ti++)
-        for (int hi = 0; hi < 6; hi++)
+        for (int hi = 0; hi < 7; hi++)
             for (int ni = 0; ni < 2; ni++)
                 for (int pi = 0; pi < 2; pi++) {
                     int T = Ts[ti], HS = HSs[hi], NH = NHs[ni];
