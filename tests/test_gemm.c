@@ -469,3 +469,79 @@ TEST(gemm_loop_orders_agree) {
         }
     }
 }
+
+/* The sum of squares of C in double, for the checks below */
+static double sumsq_of(const float *C, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)C[i] * C[i];
+    return s;
+}
+
+/* gptc_gemm_blocked_sumsq (the weight gradients' shares of the global norm, taken inside their products) leaves
+ * C with the plain product's bits and returns its sum of squares (relative 1e-6 of the double sum: each tile's
+ * in float), the same bits for 1, 2 and 3 threads. Every ISA level, fp32 and bf16 (bf16 sources too), kernels
+ * that take the sums from their registers and the read-back for those that do not, both loop orders, the
+ * packing of B inside the tiles, small blockings (many row, column and depth blocks), ragged shapes, beta 0 and 1
+ * with a bias. gptc_gemm_sumsq is the blocked driver's alone: the reference table declines it. */
+TEST(gemm_sumsq_keeps_the_product_and_sums_it) {
+    static const int shapes[][3] = {{1, 1, 1}, {13, 31, 7}, {65, 97, 130}, {37, 200, 81}, {100, 70, 45}};
+    int cases = 0;
+    for (int l = 0; l < 2; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        const gptc_gemm_isa *isas[2] = {k->gemm_isa, k->gemm_bf16_isa};
+        for (int which = 0; which < 2; which++) {
+            if (!isas[which]) continue;
+            for (int variant = 0; variant < 4; variant++) { /* bit 0: small blocking, A_IN_L1; bit 1: read back */
+                gptc_gemm_isa g = *isas[which];
+                if (variant & 1) g.mc = 3 * g.mr, g.kc = 20 * g.kstep, g.nc = 2 * g.nr, g.order = GPTC_GEMM_A_IN_L1;
+                if (variant & 2) g.kernel_sumsq = 0;
+                for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                    for (int t = 0; t < 8; t++, cases++) {
+                        const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t & 1, tb = (t >> 1) & 1;
+                        const int in16 = which && (t >> 2) ? GPTC_GEMM_A16 | GPTC_GEMM_B16 : 0;
+                        const float beta = (float)(t & 1);
+                        float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
+                        uint16_t *A16 = malloc(sizeof(uint16_t) * (size_t)M * K), *B16 = malloc(sizeof(uint16_t) * (size_t)K * N);
+                        for (size_t i = 0; i < (size_t)M * K; i++) A16[i] = gptc_f32_to_bf16(A[i]);
+                        for (size_t i = 0; i < (size_t)K * N; i++) B16[i] = gptc_f32_to_bf16(B[i]);
+                        const void *As = in16 ? (const void *)A16 : A, *Bs = in16 ? (const void *)B16 : B;
+                        float *C0 = rand_buf((size_t)M * N), *C1 = malloc((size_t)M * N * sizeof(float));
+                        float *C2 = malloc((size_t)M * N * sizeof(float));
+                        memcpy(C1, C0, (size_t)M * N * sizeof(float));
+                        const int lda = ta ? M : K, ldb = tb ? K : N, saved = omp_get_max_threads();
+                        gptc_gemm_blocked_in16(&g, ta, tb, M, N, K, As, lda, Bs, ldb, in16, beta, bias, C1, N);
+                        double got[3];
+                        for (int nt = 1; nt <= 3; nt++) {
+                            memcpy(C2, C0, (size_t)M * N * sizeof(float));
+                            omp_set_num_threads(nt);
+                            got[nt - 1] = gptc_gemm_blocked_sumsq(&g, ta, tb, M, N, K, As, lda, Bs, ldb, in16, beta,
+                                                                  bias, C2, N);
+                            CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0,
+                                      "%s %s variant %d %dx%dx%d t%d threads %d: C differs from the plain product",
+                                      k_levels[l], which ? "bf16" : "fp32", variant, M, N, K, t, nt);
+                        }
+                        omp_set_num_threads(saved);
+                        const double want = sumsq_of(C1, (size_t)M * N);
+                        CHECK_MSG(fabs(got[0] - want) <= 1e-6 * want, "%s %s variant %d %dx%dx%d t%d: sum %.17g, C's %.17g",
+                                  k_levels[l], which ? "bf16" : "fp32", variant, M, N, K, t, got[0], want);
+                        CHECK_MSG(got[0] == got[1] && got[0] == got[2], "%s %s variant %d %dx%dx%d t%d: the sum "
+                                  "differs between 1, 2 and 3 threads (%.17g %.17g %.17g)", k_levels[l],
+                                  which ? "bf16" : "fp32", variant, M, N, K, t, got[0], got[1], got[2]);
+                        free(A), free(B), free(A16), free(B16), free(bias), free(C0), free(C1), free(C2);
+                    }
+            }
+        }
+    }
+    /* the table entry: the driver's where the table's product is, declined by the reference */
+    float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1}, C[4];
+    double s = -1;
+    CHECK(!gptc_gemm_sumsq(gptc_kernels_ref(), 0, 0, 0, 2, 2, 3, A, 3, B, 2, 0, 0.0f, NULL, C, 2, &s) && s == -1);
+    const gptc_kernels *best = gptc_kernels_get();
+    if (best->gemm_isa) {
+        CHECK(gptc_gemm_sumsq(best, 0, 0, 0, 2, 2, 3, A, 3, B, 2, 0, 0.0f, NULL, C, 2, &s));
+        CHECK_MSG(s == sumsq_of(C, 4), "2x2 product's sum %g, C's %g", s, sumsq_of(C, 4));
+    }
+    if (!cases) printf("    SKIP: no blocked GEMM level on this CPU\n");
+    else printf("    %d cases\n", cases);
+}

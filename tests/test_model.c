@@ -5,6 +5,7 @@
 #include "test.h"
 #include "model/gpt2.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,4 +368,58 @@ TEST(model_gelu_backward_matches_finite_difference) {
         free(dir);
         gptc_model_free(&m);
     }
+}
+
+/* The weight gradients' shares of the global norm from their products (gpt2.h wsumsq): after one backward every
+ * layer's four weights and wte have one, equal to the sum of squares of the gradient there (relative 1e-6: each
+ * tile summed in float), wte's corrected for the rows the embeddings' backward adds to (the batch repeats tokens,
+ * and the padding rows stay zero); nothing else is marked. fp32 and bf16 products, 1 and 2 threads (the same
+ * sums), and gradients accumulated over two backwards (the second's products finish them). */
+TEST(model_weight_gradient_sums_of_squares_from_the_products) {
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (int accum = 1; accum <= 2; accum++) {
+            double first[64] = {0};
+            for (int threads = 1; threads <= 2; threads++) {
+                int saved = omp_get_max_threads();
+                omp_set_num_threads(threads);
+                gptc_model m;
+                CHECK_OK(gptc_model_init(&m, &k_small));
+                gptc_model_init_weights(&m, 6);
+                if (bf16) m.precision = GPTC_PRECISION_BF16;
+                int B = 3, T = 20, in[60], tg[60];
+                random_tokens(in, B * T, 9, 5); /* 9 distinct tokens at most: rows repeat */
+                random_tokens(tg, B * T, k_small.vocab, 6);
+                CHECK_OK(gptc_model_alloc_train(&m, B, T));
+                CHECK(m.ntensors <= 64);
+                double sums[64];
+                bool set[64];
+                gptc_model_zero_grad(&m);
+                for (int a = 0; a < accum; a++) {
+                    const bool last = a == accum - 1;
+                    memset(set, 0, sizeof set);
+                    m.wsumsq = last ? sums : NULL;
+                    m.wsumsq_set = last ? set : NULL;
+                    gptc_model_forward_backward(&m, in, tg, B, T, 1.0f);
+                }
+                m.wsumsq = NULL, m.wsumsq_set = NULL;
+                for (int i = 0; i < m.ntensors; i++) {
+                    const gptc_tensor_desc *d = &m.tensors[i];
+                    const int j = i < 2 ? -1 : (i - 2) % GPTC_LAYER_TENSORS;
+                    const bool weight = i == 0 || (i >= 2 && i < m.ntensors - 2 && (j == GPTC_QKVW || j == GPTC_ATTPROJW ||
+                                                                                    j == GPTC_FCW || j == GPTC_FCPROJW));
+                    CHECK_MSG(set[i] == weight, "bf16 %d accum %d: tensor %s %s a share from its product", bf16, accum,
+                              d->name, set[i] ? "has" : "lacks");
+                    if (!set[i]) continue;
+                    double want = 0;
+                    for (size_t e = 0; e < d->numel; e++) want += (double)m.grads[d->offset + e] * m.grads[d->offset + e];
+                    CHECK_MSG(fabs(sums[i] - want) <= 1e-6 * want && want > 0, "bf16 %d accum %d threads %d: %s share %.17g, "
+                              "its gradient's %.17g", bf16, accum, threads, d->name, sums[i], want);
+                    if (threads == 1) first[i] = sums[i];
+                    else CHECK_MSG(sums[i] == first[i], "bf16 %d accum %d: %s share differs between 1 and 2 threads",
+                                   bf16, accum, d->name);
+                }
+                gptc_model_free(&m);
+                omp_set_num_threads(saved);
+            }
+        }
 }

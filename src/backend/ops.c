@@ -15,6 +15,7 @@
 #include "kernels/gelu.h"
 
 #include <omp.h>
+#include <stdlib.h>
 
 #define EW_LN_FWD 8 /* mean, variance, normalise, scale and shift */
 #define EW_LN_BWD 14
@@ -155,13 +156,13 @@ void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *
 
 void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float dw_beta,
                         float *db, const float *dout, const void *inp, bool inp16, gptc_be_weight w, int N, int IC,
-                        int OC) {
+                        int OC, double *dw_sumsq) {
     /* w^T: the packed form read in place (transB 0), or w itself transposed by the packer */
     gptc_be_gemm(be, GPTC_PROF_BWD, sites.dx, l, 0, !w.dx, N, IC, OC, dout, OC, w.dx ? w.dx : w.w, OC,
                  w.dx ? GPTC_GEMM_B_PACKED : w.w16 ? GPTC_GEMM_B16 : 0, 0.0f, NULL, dinp, IC);
     if (dw)
-        gptc_be_gemm(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC, inp16 ? GPTC_GEMM_A16 : 0,
-                     dw_beta, NULL, dw, OC);
+        gptc_be_gemm_sumsq(be, GPTC_PROF_BWD, sites.dw, l, 1, 0, IC, OC, N, inp, IC, dout, OC,
+                           inp16 ? GPTC_GEMM_A16 : 0, dw_beta, NULL, dw, OC, dw_sumsq);
     if (!db) return;
     gptc_prof_begin(GPTC_PROF_BWD, span(be, SLOT(bias_bwd), sites.db), l);
     be->k->bias_bwd(db, dout, N, OC);
@@ -174,6 +175,24 @@ void gptc_be_gemm(const gptc_backend *be, gptc_prof_cat cat, const char *site, i
     gptc_prof_begin(cat, span(be, gemm_slot(be, in16), site), l);
     run_gemm(be, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
     gptc_prof_end(gemm_flops(M, N, K) + (bias ? (double)M * N : 0), gemm_bytes(be, M, N, K, beta != 0, bias != NULL));
+}
+
+void gptc_be_gemm_sumsq(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB,
+                        int M, int N, int K, const void *A, int lda, const void *B, int ldb, int in16, float beta,
+                        const float *bias, float *C, int ldc, double *sumsq) {
+    if (!sumsq) {
+        gptc_be_gemm(be, cat, site, l, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
+        return;
+    }
+    GPTC_ASSERT(ldc == N); /* C is one tensor's M x N floats */
+    gptc_prof_begin(cat, span(be, gemm_slot(be, in16), site), l);
+    /* the blocked driver's product where it is this backend's (gptc_gemm_sumsq checks for a plugin's) */
+    const bool done = be->mem == gptc_backend_cpu_memory() &&
+                      gptc_gemm_sumsq(be->k, be->bf16, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C,
+                                      ldc, sumsq);
+    if (!done) run_gemm(be, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
+    gptc_prof_end(gemm_flops(M, N, K) + (bias ? (double)M * N : 0), gemm_bytes(be, M, N, K, beta != 0, bias != NULL));
+    if (!done) *sumsq = gptc_be_grad_sumsq(be, C, (size_t)M * N); /* as the norm's pass over C */
 }
 
 void gptc_be_attention_fwd(const gptc_backend *be, const char *site, int l, float *out, float *preatt, float *att,
@@ -391,6 +410,47 @@ void gptc_be_adamw_pieces(const gptc_backend *be, const gptc_adamw_piece *pieces
                 be->k->adamw(x->p + lo, x->g + lo, x->m + lo, x->v + lo, hi - lo, lr, b1, b2, eps, x->wd, grad_scale, t);
         }
     }
+}
+
+double gptc_be_rows_sumsq(const gptc_backend *be, const float *x, int C, const int *rows, int n) {
+    if (n <= 0) return 0;
+    double *part = malloc(sizeof(double) * (size_t)n), total = 0;
+    GPTC_ASSERT(part);
+    gptc_prof_begin(GPTC_PROF_OPT, span(be, SLOT(grad_sumsq), "grad_norm"), -1);
+    if (from_plugin(be, SLOT(grad_sumsq))) {
+        for (int i = 0; i < n; i++) part[i] = be->k->grad_sumsq(x + (size_t)rows[i] * C, (size_t)C);
+    } else {
+#pragma omp parallel
+        {
+            omp_set_num_threads(1); /* this thread's nested regions: the entry's loop runs here */
+#pragma omp for schedule(static)
+            for (int i = 0; i < n; i++) part[i] = be->k->grad_sumsq(x + (size_t)rows[i] * C, (size_t)C);
+        }
+    }
+    for (int i = 0; i < n; i++) total += part[i];
+    gptc_prof_end(2.0 * n * C, 4.0 * n * C);
+    free(part);
+    return total;
+}
+
+void gptc_be_grad_sumsq_pieces(const gptc_backend *be, const float *const pieces[], const size_t n[], int count,
+                               double out[]) {
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += n[i];
+    gptc_prof_begin(GPTC_PROF_OPT, span(be, SLOT(grad_sumsq), "grad_norm"), -1);
+    if (from_plugin(be, SLOT(grad_sumsq))) {
+        for (int i = 0; i < count; i++) out[i] = be->k->grad_sumsq(pieces[i], n[i]);
+    } else {
+#pragma omp parallel
+        {
+            const size_t nt = (size_t)omp_get_num_threads(), j = (size_t)omp_get_thread_num();
+            omp_set_num_threads(1); /* this thread's nested regions: the entry's loop runs here */
+            size_t base = 0;
+            for (int i = 0; i < count; base += n[i], i++) /* piece i to the thread whose share holds its middle */
+                if ((base + n[i] / 2) * nt / (total ? total : 1) == j) out[i] = be->k->grad_sumsq(pieces[i], n[i]);
+        }
+    }
+    gptc_prof_end(2.0 * total, 4.0 * total);
 }
 
 double gptc_be_grad_sumsq(const gptc_backend *be, const float *g, size_t n) {

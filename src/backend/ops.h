@@ -64,16 +64,29 @@ typedef struct gptc_be_weight {
     const void *fwd, *dx;
 } gptc_be_weight;
 
+/* gptc_be_gemm, and *sumsq = the sum of squares of C (M x N floats, ldc N) afterwards (NULL: plain gptc_be_gemm):
+ * summed tile by tile inside the product where the backend's GEMM is the blocked driver (kernels.h
+ * gptc_gemm_sumsq), saving a pass over C from memory; else by the grad_sumsq entry over C after it (the norm's
+ * pass, when C is a whole tensor). */
+void gptc_be_gemm_sumsq(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB,
+                        int M, int N, int K, const void *A, int lda, const void *B, int ldb, int in16, float beta,
+                        const float *bias, float *C, int ldc, double *sumsq);
+/* The sum of squares of rows rows[0..n) (each of C floats) of x: each row by the grad_sumsq entry, the rows'
+ * sums added in the order given (the same for any thread count). The embeddings' backward touches only the
+ * batch's token rows of wte's gradient: their sums before and after it correct wte's share of the norm. */
+double gptc_be_rows_sumsq(const gptc_backend *be, const float *x, int C, const int *rows, int n);
+
 /* A linear layer: out (N,OC) = inp (N,IC) @ w (IC,OC) + b (OC) (the bias in the GEMM's epilogue when
  * fused, else its own pass) */
 void gptc_be_matmul_fwd(const gptc_backend *be, const char *site, int l, float *out, const void *inp, bool inp16,
                         gptc_be_weight w, const float *b, int N, int IC, int OC);
 /* its backward: dinp (N,IC) = dout @ w^T (OVERWRITES), dw (IC,OC) = dw_beta * dw + inp^T dout (dw_beta 1:
  * accumulate; 0: overwrite, dw may hold anything), db (OC) += column sums; dw or db NULL (a frozen tensor):
- * that product or sum is not run */
+ * that product or sum is not run. dw_sumsq: NULL, or *dw_sumsq = the sum of squares of dw afterwards (its share
+ * of the global gradient norm, as gptc_be_gemm_sumsq takes it). */
 void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, float *dinp, float *dw, float dw_beta,
                         float *db, const float *dout, const void *inp, bool inp16, gptc_be_weight w, int N, int IC,
-                        int OC);
+                        int OC, double *dw_sumsq);
 /* x (n) *= s (LoRA's alpha/r; span category cat) */
 void gptc_be_scale(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, float *x, float s, size_t n);
 /* out (n) = x rounded to bf16 (the O2 working copy of the weights; span category optimizer) */
@@ -157,6 +170,12 @@ typedef struct gptc_adamw_piece {
  * from a plugin (or a device's table) is called piece by piece on this thread, to_bf16 after it. */
 void gptc_be_adamw_pieces(const gptc_backend *be, const gptc_adamw_piece *pieces, int count, float lr, float b1,
                           float b2, float eps, float grad_scale, int t);
+/* out[i] = the sum of squares of pieces[i] (n[i] floats) for i < count, each by the grad_sumsq entry (its bits for
+ * any thread count), in one parallel region: each thread takes whole pieces, a contiguous run of about an equal
+ * share of their floats, and runs the entry on them with one thread; the team is woken once, not once per piece
+ * (GPT-2 124M's norm has 99 small tensors besides its weights). Span "grad_norm". */
+void gptc_be_grad_sumsq_pieces(const gptc_backend *be, const float *const pieces[], const size_t n[], int count,
+                               double out[]);
 /* sum of g[i]^2 over n floats (the global gradient norm's reduction), span "grad_norm" */
 double gptc_be_grad_sumsq(const gptc_backend *be, const float *g, size_t n);
 

@@ -326,6 +326,14 @@ void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int
  * driver's. */
 void gptc_gemm_reserve(const gptc_kernels *k, int bf16, int M, int N, int K, int in16);
 
+/* k's gemm (bf16: gemm_bf16_in16 with in16; fp32: in16 0) on these operands, the same bits in C, and *sumsq = the sum
+ * of squares of C afterwards, summed tile by tile as the product finishes them (gemm_driver.h
+ * gptc_gemm_blocked_sumsq: the same value for any thread count). Returns false, doing nothing, where k's product is
+ * not the blocked driver's (the reference, a plugin's, a device's) or B is packed or in panels. */
+bool gptc_gemm_sumsq(const gptc_kernels *k, int bf16, int transA, int transB, int M, int N, int K, const void *A,
+                     int lda, const void *B, int ldb, int in16, float beta, const float *bias, float *C, int ldc,
+                     double *sumsq);
+
 /* Weights packed once for many products (the training step's, between two updates): op(B) (K,N) packed
  * whole, as k's gemm (bf16: gemm_bf16 and gemm_bf16_in16) packs the B panels of every call, so that
  * gptc_gemm_packed reads them in place instead of packing B again. gptc_gemm_packed gives the bits of

@@ -18,6 +18,9 @@
  * per-layer updates. */
 #include "model/gpt2.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 /* ---- dropout sites: each has its own stream of the step's seed (kernels/dropout.h) */
 enum { DROP_EMBED = 0, DROP_ATTN_RES = 1, DROP_MLP_RES = 2, DROP_ATTN_PROBS = 3 };
 static uint64_t drop_stream(int site, int l) { return (uint64_t)site << 32 | (uint32_t)(l + 1); }
@@ -220,6 +223,17 @@ static void attention_backward(gptc_model *m, int l, int B, int T) {
     gptc_be_heads_to_qkv_grad(be, "attn.merge_heads.bwd", l, d->dqkv, d->dq, d->dk, d->dv, B, T, C, NH);
 }
 
+/* Where the product of layer l's weight j (GPTC_QKVW, ...) leaves the sum of squares of the gradient grad it finishes
+ * (m->wsumsq, marked set), or NULL: none asked for, no gradient (frozen), or the fused update's second pass */
+static double *wsumsq_of(gptc_model *m, int l, int j, const float *grad, bool again) {
+    if (!m->wsumsq || !grad || again) return NULL;
+    const int i = 2 + l * GPTC_LAYER_TENSORS + j;
+    m->wsumsq_set[i] = true;
+    return &m->wsumsq[i];
+}
+
+static void embeddings_backward(gptc_model *m, const float *dout, int B, int T);
+
 /* The body's backward from d->dlnf (B,T,C), accumulating into the gradients. With m->fused_update the
  * layers' gradient views are one slot, zeroed before each layer's backward. again: fused_update's
  * second pass (gptc_model_backward_layers): ln_f's gradient into scratch, every layer recomputed, no
@@ -258,11 +272,13 @@ static void body_backward(gptc_model *m, int B, int T, bool again) {
         const float *dbranch = gptc_be_dropout_bwd(be, "mlp.dropout.bwd", l, d->dln2, d->dres_out, btc, m->dropout,
                                                    m->dropout_seed, drop_stream(DROP_MLP_RES, l));
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.proj"), l, d->dfch_gelu, lg->fcprojw, dw_beta, lg->fcprojb,
-                           dbranch, a->fch_gelu[l], a->act16, LW(m, l, GPTC_LORA_FCPROJ, lw->fcprojw), BT, 4 * C, C);
+                           dbranch, a->fch_gelu[l], a->act16, LW(m, l, GPTC_LORA_FCPROJ, lw->fcprojw), BT, 4 * C, C,
+                           wsumsq_of(m, l, GPTC_FCPROJW, lg->fcprojw, again));
         lora_backward(m, l, GPTC_LORA_FCPROJ, d->dfch_gelu, dbranch, a->fch_gelu[l], a->act16, BT, 4 * C, C);
         gptc_be_gelu_bwd(be, "gelu.bwd", l, m->cfg.gelu, d->dfch, a->fch[l], d->dfch_gelu, 4 * btc);
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("mlp.fc"), l, d->dln2, lg->fcw, dw_beta, lg->fcb, d->dfch, a->ln2[l],
-                           a->act16, LW(m, l, GPTC_LORA_FC, lw->fcw), BT, C, 4 * C);
+                           a->act16, LW(m, l, GPTC_LORA_FC, lw->fcw), BT, C, 4 * C,
+                           wsumsq_of(m, l, GPTC_FCW, lg->fcw, again));
         lora_backward(m, l, GPTC_LORA_FC, d->dln2, d->dfch, a->ln2[l], a->act16, BT, C, 4 * C);
         /* dres2 = dres_out (through the skip) + ln_2's backward */
         gptc_be_layernorm_bwd_residual(be, "res+ln2.bwd", l, d->dres2, GW(m, lg->ln2w), GB(m, lg->ln2b), d->dres_out,
@@ -271,11 +287,13 @@ static void body_backward(gptc_model *m, int B, int T, bool again) {
         dbranch = gptc_be_dropout_bwd(be, "attn.dropout.bwd", l, d->dln2, d->dres2, btc, m->dropout, m->dropout_seed,
                                       drop_stream(DROP_ATTN_RES, l));
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("attn.proj"), l, d->datty, lg->attprojw, dw_beta, lg->attprojb,
-                           dbranch, a->atty[l], a->atty16, LW(m, l, GPTC_LORA_ATTPROJ, lw->attprojw), BT, C, C);
+                           dbranch, a->atty[l], a->atty16, LW(m, l, GPTC_LORA_ATTPROJ, lw->attprojw), BT, C, C,
+                           wsumsq_of(m, l, GPTC_ATTPROJW, lg->attprojw, again));
         lora_backward(m, l, GPTC_LORA_ATTPROJ, d->datty, dbranch, a->atty[l], a->atty16, BT, C, C);
         attention_backward(m, l, B, T);
         gptc_be_matmul_bwd(be, GPTC_LINEAR_SITES("qkv"), l, d->dln1, lg->qkvw, dw_beta, lg->qkvb, d->dqkv, a->ln1[l],
-                           a->act16, LW(m, l, GPTC_LORA_QKV, lw->qkvw), BT, C, 3 * C);
+                           a->act16, LW(m, l, GPTC_LORA_QKV, lw->qkvw), BT, C, 3 * C,
+                           wsumsq_of(m, l, GPTC_QKVW, lg->qkvw, again));
         lora_backward(m, l, GPTC_LORA_QKV, d->dln1, d->dqkv, a->ln1[l], a->act16, BT, C, 3 * C);
         /* dres_in = dres2 (through the skip) + ln_1's backward */
         gptc_be_layernorm_bwd_residual(be, "res+ln1.bwd", l, d->dres_in, GW(m, lg->ln1w), GB(m, lg->ln1b), d->dres2,
@@ -288,7 +306,7 @@ static void body_backward(gptc_model *m, int B, int T, bool again) {
     if (!again && m->bwd_floor < 0) {
         gptc_be_dropout_bwd(be, "embed.dropout.bwd", -1, d->dres_out, d->dres_out, btc, m->dropout, m->dropout_seed,
                             drop_stream(DROP_EMBED, -1)); /* in place: read only here */
-        gptc_be_encoder_bwd(be, "encoder.bwd", g->wte, g->wpe, d->dres_out, m->inputs, B, T, C);
+        embeddings_backward(m, d->dres_out, B, T);
     }
     if (!again) grads_ready(m, 0);
     m->grads_fresh = false; /* a later backward adds to these gradients */
@@ -318,9 +336,43 @@ static void classifier_bwd(gptc_model *m, const float *dlogits, const void *x, i
     gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dx.bwd", -1, 0, 0, n, C, V, dlogits, Vp,
                  packed ? packed : W(m, m->w.wte), C, packed ? GPTC_GEMM_B_PACKED : W16(m) ? GPTC_GEMM_B16 : 0, 0.0f, NULL,
                  dx, C);
-    if (m->g.wte) /* NULL: wte frozen */
-        gptc_be_gemm(&m->be, GPTC_PROF_BWD, "classifier.dw.bwd", -1, 1, 0, V, C, n, dlogits, Vp, x, C,
-                     m->a.act16 ? GPTC_GEMM_B16 : 0, first && m->grads_fresh ? 0.0f : 1.0f, NULL, m->g.wte, C);
+    if (!m->g.wte) return; /* wte frozen */
+    /* wte's share of the norm (m->wsumsq): each chunk's product finishes all of its rows, so the last one's sum
+     * holds (its padding rows are zero); the embeddings' backward corrects it for the rows it adds to */
+    double *sq = NULL;
+    if (m->wsumsq) {
+        m->wsumsq_set[0] = true;
+        sq = &m->wsumsq[0];
+    }
+    gptc_be_gemm_sumsq(&m->be, GPTC_PROF_BWD, "classifier.dw.bwd", -1, 1, 0, V, C, n, dlogits, Vp, x, C,
+                       m->a.act16 ? GPTC_GEMM_B16 : 0, first && m->grads_fresh ? 0.0f : 1.0f, NULL, m->g.wte, C, sq);
+}
+
+static int cmp_int(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The embeddings' backward (dwte, dwpe += from dout (B,T,C)); where m->wsumsq holds wte's share of the norm from the
+ * classifier's product, that share is corrected by the sums of squares of the rows the batch's tokens touch,
+ * taken before and after (each distinct token once, in increasing order). */
+static void embeddings_backward(gptc_model *m, const float *dout, int B, int T) {
+    const gptc_backend *be = &m->be;
+    const int C = m->cfg.channels, n = B * T;
+    float *dwte = m->g.wte;
+    int *rows = NULL, nrows = 0;
+    if (dwte && m->wsumsq && m->wsumsq_set[0] && (rows = malloc(sizeof(int) * (size_t)n))) {
+        memcpy(rows, m->inputs, sizeof(int) * (size_t)n);
+        qsort(rows, (size_t)n, sizeof(int), cmp_int);
+        for (int i = 0; i < n; i++)
+            if (i == 0 || rows[i] != rows[nrows - 1]) rows[nrows++] = rows[i];
+    } else if (m->wsumsq) {
+        m->wsumsq_set[0] = false; /* no correction possible: the norm's pass reads wte's gradient */
+    }
+    double before = rows ? gptc_be_rows_sumsq(be, dwte, C, rows, nrows) : 0;
+    gptc_be_encoder_bwd(be, "encoder.bwd", dwte, m->g.wpe, dout, m->inputs, B, T, C);
+    if (rows) m->wsumsq[0] += gptc_be_rows_sumsq(be, dwte, C, rows, nrows) - before;
+    free(rows);
 }
 
 /* The fused classifier on rows [r0, r0+n) of lnf: logits (n,Vp) in a->logits (the chunk buffer),

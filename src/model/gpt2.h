@@ -263,6 +263,13 @@ typedef struct gptc_model {
      * data-parallel reducer starts its buckets' exchanges from here. NULL: none. */
     void (*grads_ready)(void *user, size_t lo);
     void *grads_ready_user;
+    /* Where the backward leaves the sums of squares of the weight gradients its products finish (gptc_be_matmul_bwd's
+     * dw_sumsq: a weight's share of the global norm, taken inside the product instead of by a pass over the gradient
+     * afterwards): NULL, or [ntensors] sums, wsumsq_set[i] true for each tensor i the backward wrote one for (the
+     * caller clears them). Meaningful only where those gradients are final: the trainer sets them for the last
+     * micro-step of a single process (an exchange between ranks changes the gradients after the products). */
+    double *wsumsq;
+    bool *wsumsq_set;
 } gptc_model;
 
 

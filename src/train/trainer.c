@@ -32,6 +32,8 @@ static gptc_status check_ranks_agree(trainer *t) {
 void trainer_free(trainer *t) {
     gptc_reducer_free(&t->red);
     free(t->bounds);
+    free(t->wsumsq);
+    free(t->wsumsq_set);
     free(t->starts);
     gptc_free(t->gshard);
     gptc_tokenizer_free(t->tok);

@@ -339,6 +339,13 @@ static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
         /* (--fused-update exchanges each layer's slot whole: no gradient shard) */
         if (t->world > 1 && !o->fused_update && !(t->gshard = gptc_alloc(share * sizeof(float), "ZeRO-1 gradient shard"))) return GPTC_ERR_NOMEM;
     }
+    /* the weight gradients' shares of the norm from their products (trainer_step.c): where each product's gradient is
+     * final, one process, and the norm sums the model's own tensors */
+    if (t->world == 1 && !o->zero && m->ps.same_layout && !m->ps.adapters) {
+        t->wsumsq = malloc(sizeof(double) * (size_t)m->ntensors);
+        t->wsumsq_set = calloc((size_t)m->ntensors, sizeof(bool));
+        if (!t->wsumsq || !t->wsumsq_set) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+    }
     size_t live0, live1;
     gptc_alloc_stats(&live0, NULL);
     bool allocated = gptc_ostate_alloc(&t->ostate, t->opt, type, m, t->lo, t->hi) == GPTC_OK;

@@ -67,17 +67,43 @@ static uint64_t micro_seed(const trainer *t, int micro) {
 
 static void reducer_hook(void *user, size_t lo) { gptc_reducer_ready(user, lo); }
 
+/* Tensor i's share of the norm where its product left one (m->wsumsq, gpt2.h), else a pass over its n floats at g
+ * (gptc_be_grad_sumsq, in double) */
+static double share_sumsq(const gptc_model *m, int i, const float *g, size_t n) {
+    return m->wsumsq && m->wsumsq_set[i] ? m->wsumsq[i] : gptc_be_grad_sumsq(&m->be, g, n);
+}
+
+/* Asks the next backward for the weight gradients' shares of the norm from their products (t->wsumsq), or not */
+static void want_wsumsq(trainer *t, bool on) {
+    gptc_model *m = &t->model;
+    m->wsumsq = on ? t->wsumsq : NULL;
+    m->wsumsq_set = on ? t->wsumsq_set : NULL;
+    if (m->wsumsq) memset(m->wsumsq_set, 0, sizeof(bool) * (size_t)m->ntensors);
+}
+
 /* The sum of squares of gradients g (g[0] parameter lo's) over arena floats [lo, hi): each tensor's
- * piece inside the range summed on its own (gptc_be_grad_sumsq, in double), the pieces added in
- * tensor order. Both update paths sum the global norm this way (the fused one gets its pieces layer by
- * layer, out of order, and adds them in tensor order at the end), so they agree to the bit. */
+ * piece inside the range summed on its own (a whole weight's from its product where the backward took it there,
+ * else gptc_be_grad_sumsq, in double), the pieces added in tensor order. Both update paths sum the global norm
+ * this way (the fused one gets its pieces layer by layer, out of order, and adds them in tensor order at the
+ * end), so they agree to the bit. */
 static double tensor_sumsq(const gptc_model *m, const float *g, size_t lo, size_t hi) {
-    double sum = 0;
-    for (int i = 0; i < m->ps.n; i++) { /* the trainable set's tensors, in its compact arena */
+    const int nt = m->ps.n; /* the trainable set's tensors, in its compact arena */
+    const float **piece = calloc((size_t)nt, sizeof(float *));
+    size_t *n = calloc((size_t)nt, sizeof(size_t));
+    double *passed = malloc(sizeof(double) * (size_t)nt);
+    int *from = malloc(sizeof(int) * (size_t)nt); /* tensor i's share: -2 none, -1 its product's, else pass piece */
+    GPTC_ASSERT(piece && n && passed && from);
+    int count = 0;
+    for (int i = 0; i < nt; i++) {
         const gptc_tensor_desc *d = &m->ps.t[i];
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
-        if (a < b) sum += gptc_be_grad_sumsq(&m->be, g + (a - lo), b - a);
+        from[i] = a >= b ? -2 : a == d->offset && b - a == d->numel && m->wsumsq && m->wsumsq_set[i] ? -1 : count;
+        if (from[i] >= 0) piece[count] = g + (a - lo), n[count++] = b - a;
     }
+    gptc_be_grad_sumsq_pieces(&m->be, piece, n, count, passed);
+    double sum = 0;
+    for (int i = 0; i < nt; i++) sum += from[i] == -2 ? 0.0 : from[i] == -1 ? m->wsumsq[i] : passed[from[i]];
+    free(piece), free(n), free(passed), free(from);
     return sum;
 }
 
@@ -100,6 +126,7 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
         m->grads_ready_user = &t->red;
         float scale = 1.0f / ((float)t->accum * t->world);
         m->dropout_seed = micro_seed(t, micro);
+        want_wsumsq(t, t->wsumsq && micro == t->accum - 1); /* the last micro-step's products finish the gradients */
         if (micro == t->accum - 1) {
             /* a value the backward adds onto, so it stays NaN: the arena's first (wte's), or wpe's first where
              * the products overwrite wte's gradient (gpt2.h grads_fresh) */
@@ -124,6 +151,7 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
     if ((st = gptc_dist_agree(st))) return st;
     *loss = (float)(sums[0] / t->world);
     *norm = sqrt(o->zero ? sums[1] : tensor_sumsq(m, m->grads, 0, m->ps.floats));
+    want_wsumsq(t, false);
     return GPTC_OK;
 }
 
@@ -231,7 +259,7 @@ static void fused_hook(void *user, size_t lo) {
     int first = 2 + (int)((lo - m->layer_lo) / m->layer_stride) * GPTC_LAYER_TENSORS;
     for (int i = first; i < first + GPTC_LAYER_TENSORS; i++) {
         const gptc_tensor_desc *d = &m->tensors[i];
-        p->per_tensor[i] = gptc_be_grad_sumsq(&m->be, slot + (d->offset - lo), d->numel);
+        p->per_tensor[i] = share_sumsq(m, i, slot + (d->offset - lo), d->numel);
     }
 }
 
@@ -251,6 +279,7 @@ static gptc_status fused_step(trainer *t, step_outcome *s) {
     m->grads_ready = fused_hook;
     m->grads_ready_user = &pass;
     m->dropout_seed = micro_seed(t, 0);
+    want_wsumsq(t, t->wsumsq != NULL); /* the first pass's products (the second takes none) */
     float scale = 1.0f / ((float)t->accum * t->world); /* as step_gradients: the exchanged sum is the average */
     if (fault_fires(&t->nonfinite, t->state.step + 1)) m->g.wte[0] = NAN; /* as step_gradients does */
     if (fault_fires(&t->spike, t->state.step + 1)) scale *= 1000;
@@ -267,9 +296,10 @@ static gptc_status fused_step(trainer *t, step_outcome *s) {
     /* their sums (the layers' came from the hook), then all added in tensor order */
     for (int i = 0; i < nt; i++) {
         const gptc_tensor_desc *d = &m->tensors[i];
-        if (i < 2) per_tensor[i] = gptc_be_grad_sumsq(&m->be, m->cgrads + d->offset, d->numel);
+        if (i < 2) per_tensor[i] = share_sumsq(m, i, m->cgrads + d->offset, d->numel);
         if (i >= nt - 2) per_tensor[i] = gptc_be_grad_sumsq(&m->be, gl + (d->offset - m->lnf_lo), d->numel);
     }
+    want_wsumsq(t, false);
     double sum = 0;
     for (int i = 0; i < nt; i++) sum += per_tensor[i];
     s->norm = sqrt(sum);
@@ -300,6 +330,7 @@ static gptc_status fused_step(trainer *t, step_outcome *s) {
     t->state.step++;
 done:
     m->grads_ready = NULL;
+    want_wsumsq(t, false);
     free(per_tensor);
     return st;
 }

@@ -20,7 +20,7 @@
 
 /* Per-thread packing buffers: one A block and one B panel, and the rows of a bf16 matvec panel put back
  * in column order; they grow once, then are reused. */
-static _Thread_local gptc_workspace tl_apack, tl_bpack, tl_rows16;
+static _Thread_local gptc_workspace tl_apack, tl_bpack, tl_rows16, tl_tiles;
 
 void gptc_gemm_pack_portable(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r,
                              void *out_) {
@@ -228,6 +228,15 @@ static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const voi
         (g->round ? g->round : gptc_gemm_round_bf16)((float *)out, round_up((size_t)m, (size_t)r) * row_bytes(g, kc) / sizeof(float));
 }
 
+/* The sum of squares of a finished m x n tile of C (row stride ldc), for ISAs whose kernels do not take it from
+ * their registers. Any fixed order serves: a tile is summed the same way on whichever thread computes it. */
+static double tile_sumsq(const float *c, int ldc, int m, int n) {
+    double sum = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) sum += (double)c[(size_t)i * ldc + j] * c[(size_t)i * ldc + j];
+    return sum;
+}
+
 /* Where the B panel of depth block pc, columns from jc (a multiple of nr), starts in op(B) (K,N) packed
  * whole (gptc_gemm_pack_whole_b): the depth blocks one after the other, each ceil(N/nr) micro-panels of
  * its depth (every block but the last a whole kc), so a panel is the same bytes a call would pack. */
@@ -251,11 +260,31 @@ static const char *b_panel(const gptc_gemm_isa *g, gemm_src sb, int transB, cons
  * in increasing k, so they give the same bits. */
 static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int transA, int transB, int r0, int r1,
                        int c0, int c1, int K, const void *A, int lda, const void *B, int ldb, float beta,
-                       const float *bias, float *C, int ldc, char *apack, char *bpack) {
+                       const float *bias, float *C, int ldc, char *apack, char *bpack, double *tile_sums, int npan) {
     const int MR = g->mr, NR = g->nr, KC = g->kc, NC = g->nc;
+    /* A finished tile's sum of squares (tile_sums: one per micro-tile of C, row-major), after the last depth block:
+     * from the kernel's registers (kernel_sumsq), else read back one tile call later, once the kernel's stores of
+     * it have drained (read straight after its masked stores, a weight gradient's product took 30 % longer). */
+    const bool in_kernel = g->kernel_sumsq != 0;
+    struct { const float *c; int m, n; size_t at; } pend = {NULL, 0, 0, 0};
+#define TILE_AT(ir, jr) ((size_t)((ic + (ir)) / MR) * npan + (jc + (jr)) / NR)
+#define TILE_SQ(ir, jr) (tile_sums && in_kernel && pc + kc >= K ? &tile_sums[TILE_AT(ir, jr)] : NULL)
+#define TILE_SUMSQ(ir, jr)                                                                                         \
+    do {                                                                                                           \
+        if (!tile_sums || in_kernel) break;                                                                        \
+        if (pend.c) tile_sums[pend.at] = tile_sumsq(pend.c, ldc, pend.m, pend.n);                                  \
+        pend.c = NULL;                                                                                             \
+        if (pc + kc >= K)                                                                                          \
+            pend = (__typeof__(pend)){C + (size_t)(ic + (ir)) * ldc + jc + (jr), GEMM_MIN(MR, mc - (ir)),          \
+                                      GEMM_MIN(NR, nc - (jr)), TILE_AT(ir, jr)};                                   \
+    } while (0)
 #define GEMM_TILE(ir, jr)                                                                                          \
-    g->kernel(kc, apack + (size_t)(ir) * kbytes, bp + (size_t)(jr) * kbytes, C + (size_t)(ic + (ir)) * ldc + jc + (jr), \
-              ldc, GEMM_MIN(MR, mc - (ir)), GEMM_MIN(NR, nc - (jr)), bt, bs ? bs + jc + (jr) : NULL)
+    do {                                                                                                           \
+        g->kernel(kc, apack + (size_t)(ir) * kbytes, bp + (size_t)(jr) * kbytes,                                   \
+                  C + (size_t)(ic + (ir)) * ldc + jc + (jr), ldc, GEMM_MIN(MR, mc - (ir)), GEMM_MIN(NR, nc - (jr)), \
+                  bt, bs ? bs + jc + (jr) : NULL, TILE_SQ(ir, jr));                                                \
+        TILE_SUMSQ(ir, jr);                                                                                        \
+    } while (0)
     if (g->order == GPTC_GEMM_A_IN_L1) {
         /* per depth block: each A block packed once, then every B panel of the thread's columns (in L2)
          * against its A micro-panels (each in L1 while the B micro-panels stream past). The thread's rows
@@ -279,6 +308,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                 }
             }
         }
+        if (pend.c) tile_sums[pend.at] = tile_sumsq(pend.c, ldc, pend.m, pend.n);
         return;
     }
     /* B's panel packed while the first A block's tiles run (kernel_copy), where B is rows of values the
@@ -329,8 +359,10 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                             const int row = GEMM_MIN(t * per, prows), rows = GEMM_MIN(per, prows - row);
                             g->kernel_copy(kc, apack + (size_t)ir * kbytes, bp + (size_t)jr * kbytes,
                                            C + (size_t)(ic + ir) * ldc + jc + jr, ldc, GEMM_MIN(MR, mc - ir), NR, bt,
-                                           bs ? bs + jc + jr : NULL, src + (size_t)row * g->kstep * lds * ses, lds,
+                                           bs ? bs + jc + jr : NULL, TILE_SQ(ir, jr),
+                                           src + (size_t)row * g->kstep * lds * ses, lds,
                                            form, dst + (size_t)row * NR * g->esize * g->kstep, rows);
+                            TILE_SUMSQ(ir, jr);
                         }
                     }
                     continue;
@@ -340,7 +372,11 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
             }
         }
     }
+    if (pend.c) tile_sums[pend.at] = tile_sumsq(pend.c, ldc, pend.m, pend.n);
 #undef GEMM_TILE
+#undef TILE_SUMSQ
+#undef TILE_SQ
+#undef TILE_AT
 }
 
 /* How a call splits C over threads: nt threads in a tm x tn grid of mpan x npan micro-panels. */
@@ -383,9 +419,11 @@ void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, in
     gptc_gemm_blocked_in16(g, transA, transB, M, N, K, A, lda, B, ldb, 0, beta, bias, C, ldc);
 }
 
-void gptc_gemm_blocked_in16(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const void *A,
-                            int lda, const void *B, int ldb, int in16, float beta, const float *bias, float *C,
-                            int ldc) {
+/* gptc_gemm_blocked_in16's product; tiles: NULL, or one double per micro-tile of C (row-major, ceil(N/nr) per
+ * row of tiles) that gets the tile's sum of squares once it is final */
+static void blocked_run(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const void *A, int lda,
+                        const void *B, int ldb, int in16, float beta, const float *bias, float *C, int ldc,
+                        double *tiles) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
         for (int i = 0; i < M; i++)
@@ -408,11 +446,34 @@ void gptc_gemm_blocked_in16(const gptc_gemm_isa *g, int transA, int transB, int 
             char *apack = (char *)gptc_workspace_get(&tl_apack, apack_floats(g, K, r0, r1));
             char *bpack = sb.prepacked ? NULL : (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, c0, c1));
             if (g->thread_begin) g->thread_begin();
-            gemm_block(g, sa, sb, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack);
+            gemm_block(g, sa, sb, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack,
+                       tiles, s.npan);
             if (g->thread_end) g->thread_end();
             gptc_prof_end(2.0 * (r1 - r0) * (c1 - c0) * K, 0);
         }
     }
+}
+
+void gptc_gemm_blocked_in16(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const void *A,
+                            int lda, const void *B, int ldb, int in16, float beta, const float *bias, float *C,
+                            int ldc) {
+    blocked_run(g, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc, NULL);
+}
+
+double gptc_gemm_blocked_sumsq(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const void *A,
+                               int lda, const void *B, int ldb, int in16, float beta, const float *bias, float *C,
+                               int ldc) {
+    if (M <= 0 || N <= 0) return 0;
+    if (K <= 0) { /* no tiles: C is the beta and bias part alone */
+        blocked_run(g, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc, NULL);
+        return tile_sumsq(C, ldc, M, N);
+    }
+    const size_t mpan = (size_t)(M + g->mr - 1) / g->mr, npan = (size_t)(N + g->nr - 1) / g->nr;
+    double *tiles = (double *)gptc_workspace_get(&tl_tiles, 2 * mpan * npan);
+    blocked_run(g, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc, tiles);
+    double sum = 0;
+    for (size_t t = 0; t < mpan * npan; t++) sum += tiles[t];
+    return sum;
 }
 
 size_t gptc_gemm_whole_b_bytes(const gptc_gemm_isa *g, int N, int K) {
@@ -466,6 +527,16 @@ void gptc_gemm_packed(const gptc_kernels *k, int bf16, int transA, int M, int N,
     GPTC_ASSERT(g && (bf16 || !a16));
     gptc_gemm_blocked_in16(g, transA, 0, M, N, K, A, lda, Bp, 0, (a16 ? GPTC_GEMM_A16 : 0) | GPTC_GEMM_B_PACKED, beta,
                            bias, C, ldc);
+}
+
+bool gptc_gemm_sumsq(const gptc_kernels *k, int bf16, int transA, int transB, int M, int N, int K, const void *A,
+                     int lda, const void *B, int ldb, int in16, float beta, const float *bias, float *C, int ldc,
+                     double *sumsq) {
+    const gptc_gemm_isa *g = driver_isa(k, bf16);
+    if (!g || (in16 & (GPTC_GEMM_B_PACKED | GPTC_GEMM_B_PANELS))) return false;
+    GPTC_ASSERT(bf16 || !in16);
+    *sumsq = gptc_gemm_blocked_sumsq(g, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
+    return true;
 }
 
 void gptc_gemm_reserve(const gptc_kernels *k, int bf16, int M, int N, int K, int in16) {

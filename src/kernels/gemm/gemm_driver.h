@@ -20,9 +20,10 @@
 /* Microkernel: c (m,n) = beta*c + a_panel (mr,kc) b_panel (kc,nr) [+ bias (n) on every row] for
  * m <= mr rows, n <= nr columns, a and b packed as above (zero padded to full mr/nr and to kcp);
  * c has row stride ldc; bias is NULL or the n bias values of these columns. beta 0 overwrites (c
- * may hold garbage). */
+ * may hold garbage). sumsq: NULL, or (where the ISA sets kernel_sumsq; others ignore it) *sumsq = the
+ * sum of squares of the m x n values stored, in a fixed order (gptc_gemm_blocked_sumsq). */
 typedef void (*gptc_gemm_ukernel)(int kc, const void *a, const void *b, float *c, int ldc, int m, int n,
-                                  float beta, const float *bias);
+                                  float beta, const float *bias, double *sumsq);
 
 /* The microkernel that also packs (NULL: none): the tile above, and meanwhile packed rows r < rows of the
  * next B micro-panel written at dst (64-byte aligned; packed row r at dst + r*nr*esize*kstep bytes) from
@@ -35,8 +36,8 @@ enum {
     GPTC_GEMM_COPY_PANELS16, /* runs of matvec's bf16 panel form (kernels.h GPTC_MV_PANEL): the same pair */
 };
 typedef void (*gptc_gemm_ukernel_copy)(int kc, const void *a, const void *b, float *c, int ldc, int m, int n,
-                                       float beta, const float *bias, const void *src, size_t lds, int form,
-                                       void *dst, int rows);
+                                       float beta, const float *bias, double *sumsq, const void *src, size_t lds,
+                                       int form, void *dst, int rows);
 
 /* Packer: rows i0..i0+m-1, columns k0..k0+kc-1 of op(X) (op(X)(i,k) = trans ? X[k*ldx+i] :
  * X[i*ldx+k]) as ceil(m/r) micro-panels in the layout above. Serves both operands: A with its
@@ -82,6 +83,8 @@ typedef struct gptc_gemm_isa {
     void (*thread_end)(void);
     gptc_gemm_pack16 pack16; /* bf16 sources (gemm_bf16_in16); may be NULL (fp32 layout only) */
     gptc_gemm_pack16 pack16_b; /* NULL: B from bf16 sources by pack16 too, else by this (AMX) */
+    int kernel_sumsq;        /* 1: kernel and kernel_copy fill sumsq from their registers; 0: they ignore it, and
+                              * gptc_gemm_blocked_sumsq reads each finished tile back (a tile call later) */
 } gptc_gemm_isa;
 
 /* The gemm contract of kernels.h (C (M,N) = beta*C + op(A) op(B) [+ bias], row-major) on top of isa.
@@ -99,6 +102,14 @@ void gptc_gemm_blocked(const gptc_gemm_isa *isa, int transA, int transB, int M, 
 void gptc_gemm_blocked_in16(const gptc_gemm_isa *isa, int transA, int transB, int M, int N, int K, const void *A,
                             int lda, const void *B, int ldb, int in16, float beta, const float *bias, float *C,
                             int ldc);
+
+/* gptc_gemm_blocked_in16's product (the same bits in C), returning the sum of squares of C after it: each micro-tile's
+ * summed where the thread that finishes it has it in L1 (isa->tile_sumsq), the tiles added in row-major order on the
+ * calling thread, so the sum is the same for any thread count (and saves a pass over C from memory, as a weight
+ * gradient's share of the global norm would read it). */
+double gptc_gemm_blocked_sumsq(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const void *A,
+                               int lda, const void *B, int ldb, int in16, float beta, const float *bias, float *C,
+                               int ldc);
 
 /* op(B) (K,N) packed whole, as every call on g would pack its B panels (kernels.h GPTC_GEMM_B_PACKED): for
  * each depth block of g->kc (the last one shorter) in turn, ceil(N/nr) micro-panels of that depth in the

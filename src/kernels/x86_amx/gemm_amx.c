@@ -79,7 +79,7 @@ static inline __mmask16 low_mask(int n) {
  * stores, as the AVX-512 kernels do. Which way an element goes depends on M, N and K only, so the
  * result is the same for any thread count. */
 static void kernel_amx(int kc, const void *a_, const void *b_, float *restrict c, int ldc, int m, int n, float beta,
-                       const float *restrict bias) {
+                       const float *restrict bias, double *sumsq) { /* sumsq: not filled (kernel_sumsq 0) */
     const char *a = a_, *b = b_;
     const long cs = (long)ldc * (long)sizeof(float); /* C's row stride in bytes */
     const int direct = m == MR && n == NR && !bias && (beta == 0.0f || beta == 1.0f);

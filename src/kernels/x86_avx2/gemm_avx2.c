@@ -78,14 +78,15 @@ static inline __attribute__((always_inline)) void tile_avx2(int kc, const float 
     }
 }
 
+/* sumsq is not filled here (the isa's kernel_sumsq is 0: the driver reads the tile back) */
 static void kernel_avx2(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n, float beta,
-                        const float *restrict bias) {
+                        const float *restrict bias, double *sumsq) {
     tile_avx2(kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, NULL, 0);
 }
 
 static void kernel_avx2_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
-                             float beta, const float *restrict bias, const void *src, size_t lds, int form, void *dst,
-                             int rows) {
+                             float beta, const float *restrict bias, double *sumsq, const void *src, size_t lds,
+                             int form, void *dst, int rows) {
     GPTC_ASSERT(form == GPTC_GEMM_COPY_F32);
     tile_avx2(kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows);
 }

@@ -16,10 +16,13 @@
 #define NR 32
 
 /* The epilogue of both microkernels: c (m,n) = beta*c + acc (+ bias (n) on every row), acc row i being
- * columns 0..15 in c0[i] and 16..31 in c1[i]; m <= MR, n <= NR; beta 0 overwrites. */
+ * columns 0..15 in c0[i] and 16..31 in c1[i]; m <= MR, n <= NR; beta 0 overwrites. sumsq: NULL, or *sumsq =
+ * the sum of squares of the values stored (gemm_driver.h), taken from the registers: the rows in order into
+ * two float sums (lanes past n hold 0), their lanes then added in double. */
 static inline __attribute__((always_inline)) void store_tile(__m512 c0[MR], __m512 c1[MR], float *restrict c,
                                                              int ldc, int m, int n, float beta,
-                                                             const float *restrict bias, const int R) {
+                                                             const float *restrict bias, double *restrict sumsq,
+                                                             const int R) {
     const __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
     const __mmask16 m1 = n >= 32 ? 0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
     if (bias) {
@@ -40,9 +43,24 @@ static inline __attribute__((always_inline)) void store_tile(__m512 c0[MR], __m5
         const __m512 vb = _mm512_set1_ps(beta);
         for (int i = 0; i < m; i++) {
             float *r = c + (size_t)i * ldc;
-            _mm512_mask_storeu_ps(r, m0, _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, r), c0[i]));
-            _mm512_mask_storeu_ps(r + 16, m1, _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, r + 16), c1[i]));
+            c0[i] = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, r), c0[i]);
+            c1[i] = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, r + 16), c1[i]);
+            _mm512_mask_storeu_ps(r, m0, c0[i]);
+            _mm512_mask_storeu_ps(r + 16, m1, c1[i]);
         }
+    }
+    if (sumsq) {
+        __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            if (i >= m) break;
+            s0 = _mm512_fmadd_ps(c0[i], c0[i], s0);
+            s1 = _mm512_fmadd_ps(c1[i], c1[i], s1);
+        }
+        const __m512 t = _mm512_add_ps(s0, s1);
+        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(t));
+        const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t), 1)));
+        *sumsq = _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
     }
 }
 
@@ -104,7 +122,8 @@ static inline __attribute__((always_inline)) void prefetch_c(const float *c, int
 static inline __attribute__((always_inline)) void tile_f32(int kc, const float *restrict a, const float *restrict b,
                                                            float *restrict c, int ldc, int m, int n, float beta,
                                                            const float *restrict bias, const float *restrict src,
-                                                           size_t lds, float *restrict dst, int rows, const int R) {
+                                                           size_t lds, float *restrict dst, int rows,
+                                                           double *restrict sumsq, const int R) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
@@ -121,7 +140,7 @@ static inline __attribute__((always_inline)) void tile_f32(int kc, const float *
     }
 #pragma GCC unroll 4
     for (; k < kc; k++) TILE_F32_STEP(k);
-    store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
+    store_tile(c0, c1, c, ldc, m, n, beta, bias, sumsq, R);
 }
 
 /* Rows a ragged last tile computes: GPT-2's B*T = 256 is 21 tiles of 12 and one of 4, which as a whole
@@ -137,15 +156,15 @@ static inline __attribute__((always_inline)) void tile_f32(int kc, const float *
     } while (0)
 
 static void kernel_avx512(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
-                          float beta, const float *restrict bias) {
-    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, NULL, 0);
+                          float beta, const float *restrict bias, double *sumsq) {
+    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, NULL, 0, sumsq);
 }
 
 static void kernel_avx512_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
-                               float beta, const float *restrict bias, const void *src, size_t lds, int form,
-                               void *dst, int rows) {
+                               float beta, const float *restrict bias, double *sumsq, const void *src, size_t lds,
+                               int form, void *dst, int rows) {
     GPTC_ASSERT(form == GPTC_GEMM_COPY_F32);
-    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows);
+    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows, sumsq);
 }
 
 /* A 32-bit word that may alias the bf16 pairs the packers write. */
@@ -335,7 +354,7 @@ static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_p
                                                                  int ldc, int m, int n, float beta,
                                                                  const float *restrict bias, const void *src,
                                                                  size_t lds, int panels, void *dst_, int rows,
-                                                                 const int R) {
+                                                                 double *restrict sumsq, const int R) {
     uint16_t *dst = dst_;
     const __m512i interleave = pair_interleave();
     /* from a panel run a (row 2r) and b (row 2r + 1), halfwords 2i = column i, 2i + 1 = column 16 + i: the
@@ -371,20 +390,20 @@ static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_p
     }
 #pragma GCC unroll 4
     for (; q < pairs; q++) TILE_BF16_STEP(q);
-    store_tile(c0, c1, c, ldc, m, n, beta, bias, R);
+    store_tile(c0, c1, c, ldc, m, n, beta, bias, sumsq, R);
 }
 
 static void kernel_avx512_bf16(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
-                               float beta, const float *restrict bias) {
-    KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, 0, NULL, 0);
+                               float beta, const float *restrict bias, double *sumsq) {
+    KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, 0, NULL, 0, sumsq);
 }
 
 static void kernel_avx512_bf16_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
-                                    float beta, const float *restrict bias, const void *src, size_t lds, int form,
-                                    void *dst, int rows) {
+                                    float beta, const float *restrict bias, double *sumsq, const void *src, size_t lds,
+                                    int form, void *dst, int rows) {
     GPTC_ASSERT(kc % 2 == 0 && (form == GPTC_GEMM_COPY_BF16 || form == GPTC_GEMM_COPY_PANELS16));
     KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias, src, lds, form == GPTC_GEMM_COPY_PANELS16, dst,
-                   rows);
+                   rows, sumsq);
 }
 
 static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
@@ -405,12 +424,13 @@ static void pack16_avx512_bf16(int trans, const uint16_t *X, int ldx, int i0, in
 static gptc_gemm_isa k_isa = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .esize = 4, .kstep = 1,
     .kernel = kernel_avx512, .kernel_copy = kernel_avx512_copy, .pack = pack_avx512, .pack16 = pack16_avx512,
+    .kernel_sumsq = 1,
 };
 
 static gptc_gemm_isa k_isa_bf16 = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 1536, .nc = 3072, .esize = 2, .kstep = 2,
     .kernel = kernel_avx512_bf16, .kernel_copy = kernel_avx512_bf16_copy, .pack = pack_avx512_bf16,
-    .pack16 = pack16_avx512_bf16,
+    .pack16 = pack16_avx512_bf16, .kernel_sumsq = 1,
 };
 
 /* p[0..n) rounded to bf16 in place, 16 at a time: gptc_gemm_round_bf16's bits (ties to even, NaNs kept
@@ -435,6 +455,7 @@ static void round_bf16_avx512(float *p, size_t n) {
 static gptc_gemm_isa k_isa_bf16_emulated = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .esize = 4, .kstep = 1, .round_bf16 = 1,
     .round = round_bf16_avx512, .kernel = kernel_avx512, .pack = pack_avx512, .pack16 = pack16_avx512,
+    .kernel_sumsq = 1,
 };
 
 static void gemm_avx512(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
