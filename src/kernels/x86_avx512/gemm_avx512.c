@@ -18,7 +18,7 @@
 /* The epilogue of both microkernels: c (m,n) = beta*c + acc (+ bias (n) on every row), acc row i being
  * columns 0..15 in c0[i] and 16..31 in c1[i]; m <= MR, n <= NR; beta 0 overwrites. sumsq: NULL, or *sumsq =
  * the sum of squares of the values stored (gemm_driver.h), taken from the registers: the rows in order into
- * two float sums (lanes past n hold 0), their lanes then added in double. */
+ * four float sums (even and odd rows, each half; lanes past n hold 0), then their lanes added. */
 static inline __attribute__((always_inline)) void store_tile(__m512 c0[MR], __m512 c1[MR], float *restrict c,
                                                              int ldc, int m, int n, float beta,
                                                              const float *restrict bias, double *restrict sumsq,
@@ -50,17 +50,14 @@ static inline __attribute__((always_inline)) void store_tile(__m512 c0[MR], __m5
         }
     }
     if (sumsq) {
-        __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+        __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
 #pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
             if (i >= m) break;
-            s0 = _mm512_fmadd_ps(c0[i], c0[i], s0);
-            s1 = _mm512_fmadd_ps(c1[i], c1[i], s1);
+            s[2 * (i & 1)] = _mm512_fmadd_ps(c0[i], c0[i], s[2 * (i & 1)]);
+            s[2 * (i & 1) + 1] = _mm512_fmadd_ps(c1[i], c1[i], s[2 * (i & 1) + 1]);
         }
-        const __m512 t = _mm512_add_ps(s0, s1);
-        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(t));
-        const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t), 1)));
-        *sumsq = _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+        *sumsq = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])));
     }
 }
 
