@@ -63,6 +63,23 @@ static double gemm_case(const gptc_kernels *k, int ta, int tb, int M, int N, int
 
 static const char *const k_levels[] = {"avx2", "avx512"};
 
+/* The blocked GEMM's descriptions on every level this CPU runs (AVX2, AVX-512): fp32 (bf16 0) and bf16 */
+typedef struct isa_case {
+    const char *level;
+    int bf16;
+    const gptc_gemm_isa *g;
+} isa_case;
+static int blocked_isas(isa_case out[4]) {
+    int n = 0;
+    for (int l = 0; l < 2; l++) {
+        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
+        if (!k) continue;
+        if (k->gemm_isa) out[n++] = (isa_case){k_levels[l], 0, k->gemm_isa};
+        if (k->gemm_bf16_isa) out[n++] = (isa_case){k_levels[l], 1, k->gemm_bf16_isa};
+    }
+    return n;
+}
+
 /* Each case with and without a bias. */
 static void check_case(const gptc_kernels *k, int ta, int tb, int M, int N, int K, int pada, int padb, int padc,
                        float beta) {
@@ -199,47 +216,45 @@ TEST(gemm_deterministic_threads) {
 TEST(gemm_packing_b_inside_the_tiles_changes_no_bits) {
     static const int shapes[][3] = {{40, 100, 45}, {37, 64, 20}, {100, 70, 7}, {12, 200, 300}, {5, 33, 64}};
     int cases = 0;
-    for (int l = 0; l < 2; l++) {
-        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
-        if (!k) continue;
-        const gptc_gemm_isa *isas[2] = {k->gemm_isa, k->gemm_bf16_isa};
-        for (int which = 0; which < 2; which++) {
-            if (!isas[which] || !isas[which]->kernel_copy) continue;
-            for (int blocking = 0; blocking < 2; blocking++) {
-                gptc_gemm_isa fused = *isas[which];
-                fused.order = GPTC_GEMM_B_IN_L1;
-                if (blocking) fused.mc = 3 * fused.mr, fused.kc = 20, fused.nc = 3 * fused.nr;
-                gptc_gemm_isa plain = fused;
-                plain.kernel_copy = NULL;
-                for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
-                    for (int t = 0; t < 4; t++)
-                        for (int src16 = 0; src16 <= 2 * which; src16++, cases++) { /* 2: matvec's bf16 panels */
-                            const int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], ta = t & 1;
-                            const int nt = 1 + (t >> 1);
-                            const int in16 = (src16 ? GPTC_GEMM_B16 : 0) | (src16 == 2 ? GPTC_GEMM_B_PANELS : 0);
-                            const float beta = (float)(t & 1);
-                            float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
-                            float *C1 = rand_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof(float));
-                            uint16_t *B16 = malloc(sizeof(uint16_t) * (size_t)K * N);
-                            for (size_t i = 0; i < (size_t)K * N; i++) B16[i] = gptc_f32_to_bf16(B[i]);
-                            const size_t pbytes = gptc_matvec_panel_elems(K, N) * sizeof(uint16_t);
-                            void *P = aligned_alloc(64, (pbytes + 63) / 64 * 64);
-                            gptc_matvec_pack(P, 1, B, N, 0, K, N);
-                            const void *Bs = src16 == 2 ? P : src16 ? (const void *)B16 : (const void *)B;
-                            const int ldb = src16 == 2 ? 0 : N;
-                            memcpy(C2, C1, (size_t)M * N * sizeof(float));
-                            int saved = omp_get_max_threads();
-                            omp_set_num_threads(nt);
-                            const int lda = ta ? M : K;
-                            gptc_gemm_blocked_in16(&plain, ta, 0, M, N, K, A, lda, Bs, ldb, in16, beta, bias, C1, N);
-                            gptc_gemm_blocked_in16(&fused, ta, 0, M, N, K, A, lda, Bs, ldb, in16, beta, bias, C2, N);
-                            omp_set_num_threads(saved);
-                            CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0,
-                                      "%s %s blocking %d %dx%dx%d ta=%d src16=%d threads %d: differ", k_levels[l],
-                                      which ? "bf16" : "fp32", blocking, M, N, K, ta, src16, nt);
-                            free(A), free(B), free(B16), free(bias), free(C1), free(C2), free(P);
-                        }
-            }
+    isa_case c[4];
+    const int nc = blocked_isas(c);
+    for (int ci = 0; ci < nc; ci++) {
+        const int which = c[ci].bf16;
+        if (!c[ci].g->kernel_copy) continue;
+        for (int blocking = 0; blocking < 2; blocking++) {
+            gptc_gemm_isa fused = *c[ci].g;
+            fused.order = GPTC_GEMM_B_IN_L1;
+            if (blocking) fused.mc = 3 * fused.mr, fused.kc = 20, fused.nc = 3 * fused.nr;
+            gptc_gemm_isa plain = fused;
+            plain.kernel_copy = NULL;
+            for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+                for (int t = 0; t < 4; t++)
+                    for (int src16 = 0; src16 <= 2 * which; src16++, cases++) { /* 2: matvec's bf16 panels */
+                        const int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], ta = t & 1;
+                        const int nt = 1 + (t >> 1);
+                        const int in16 = (src16 ? GPTC_GEMM_B16 : 0) | (src16 == 2 ? GPTC_GEMM_B_PANELS : 0);
+                        const float beta = (float)(t & 1);
+                        float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
+                        float *C1 = rand_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof(float));
+                        uint16_t *B16 = malloc(sizeof(uint16_t) * (size_t)K * N);
+                        for (size_t i = 0; i < (size_t)K * N; i++) B16[i] = gptc_f32_to_bf16(B[i]);
+                        const size_t pbytes = gptc_matvec_panel_elems(K, N) * sizeof(uint16_t);
+                        void *P = aligned_alloc(64, (pbytes + 63) / 64 * 64);
+                        gptc_matvec_pack(P, 1, B, N, 0, K, N);
+                        const void *Bs = src16 == 2 ? P : src16 ? (const void *)B16 : (const void *)B;
+                        const int ldb = src16 == 2 ? 0 : N;
+                        memcpy(C2, C1, (size_t)M * N * sizeof(float));
+                        int saved = omp_get_max_threads();
+                        omp_set_num_threads(nt);
+                        const int lda = ta ? M : K;
+                        gptc_gemm_blocked_in16(&plain, ta, 0, M, N, K, A, lda, Bs, ldb, in16, beta, bias, C1, N);
+                        gptc_gemm_blocked_in16(&fused, ta, 0, M, N, K, A, lda, Bs, ldb, in16, beta, bias, C2, N);
+                        omp_set_num_threads(saved);
+                        CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0,
+                                  "%s %s blocking %d %dx%dx%d ta=%d src16=%d threads %d: differ", c[ci].level,
+                                  which ? "bf16" : "fp32", blocking, M, N, K, ta, src16, nt);
+                        free(A), free(B), free(B16), free(bias), free(C1), free(C2), free(P);
+                    }
         }
     }
     if (!cases) printf("    SKIP: no level with a packing microkernel on this CPU\n");
@@ -437,36 +452,33 @@ TEST(cpu_caches_from_amd_legacy_leaves) {
  * small blockings put every edge (partial mc, kc, nc blocks, ragged micro-tiles) in play. */
 TEST(gemm_loop_orders_agree) {
     static const int shapes[][3] = {{1, 1, 1}, {13, 31, 7}, {65, 97, 130}, {100, 33, 257}, {37, 200, 81}};
-    for (int l = 0; l < 2; l++) {
-        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
-        if (!k) continue;
-        const gptc_gemm_isa *isas[2] = {k->gemm_isa, k->gemm_bf16_isa};
-        for (int which = 0; which < 2; which++) {
-            if (!isas[which]) continue;
-            gptc_gemm_isa a = *isas[which];
-            a.mc = 3 * a.mr, a.kc = 20 * a.kstep, a.nc = 2 * a.nr;
-            gptc_gemm_isa b = a;
-            a.order = GPTC_GEMM_A_IN_L1, b.order = GPTC_GEMM_B_IN_L1;
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                for (int t = 0; t < 4; t++) {
-                    const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t >> 1, tb = t & 1;
-                    float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
-                    float *C1 = rand_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof(float));
-                    float *R = malloc((size_t)M * N * sizeof(float));
-                    memcpy(C2, C1, (size_t)M * N * sizeof(float));
-                    memcpy(R, C1, (size_t)M * N * sizeof(float));
-                    gptc_gemm_blocked(&a, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, C1, N);
-                    gptc_gemm_blocked(&b, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, C2, N);
-                    CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0, "%s isa %d %dx%dx%d t%d: orders differ",
-                              k->variant, which, M, N, K, t);
-                    if (which == 0) {
-                        gptc_kernels_ref()->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, R, N);
-                        double err = test_rel_err_f(C1, R, (size_t)M * N);
-                        CHECK_MSG(err <= GEMM_TOL, "%s %dx%dx%d t%d: rel err %g", k->variant, M, N, K, t, err);
-                    }
-                    free(A), free(B), free(bias), free(C1), free(C2), free(R);
+    isa_case c[4];
+    const int nc = blocked_isas(c);
+    for (int ci = 0; ci < nc; ci++) {
+        const int which = c[ci].bf16;
+        gptc_gemm_isa a = *c[ci].g;
+        a.mc = 3 * a.mr, a.kc = 20 * a.kstep, a.nc = 2 * a.nr;
+        gptc_gemm_isa b = a;
+        a.order = GPTC_GEMM_A_IN_L1, b.order = GPTC_GEMM_B_IN_L1;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int t = 0; t < 4; t++) {
+                const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t >> 1, tb = t & 1;
+                float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
+                float *C1 = rand_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof(float));
+                float *R = malloc((size_t)M * N * sizeof(float));
+                memcpy(C2, C1, (size_t)M * N * sizeof(float));
+                memcpy(R, C1, (size_t)M * N * sizeof(float));
+                gptc_gemm_blocked(&a, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, C1, N);
+                gptc_gemm_blocked(&b, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, C2, N);
+                CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0, "%s isa %d %dx%dx%d t%d: orders differ",
+                          c[ci].level, which, M, N, K, t);
+                if (which == 0) {
+                    gptc_kernels_ref()->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1.0f, bias, R, N);
+                    double err = test_rel_err_f(C1, R, (size_t)M * N);
+                    CHECK_MSG(err <= GEMM_TOL, "%s %dx%dx%d t%d: rel err %g", c[ci].level, M, N, K, t, err);
                 }
-        }
+                free(A), free(B), free(bias), free(C1), free(C2), free(R);
+            }
     }
 }
 
@@ -486,51 +498,48 @@ static double sumsq_of(const float *C, size_t n) {
 TEST(gemm_sumsq_keeps_the_product_and_sums_it) {
     static const int shapes[][3] = {{1, 1, 1}, {13, 31, 7}, {65, 97, 130}, {37, 200, 81}, {100, 70, 45}};
     int cases = 0;
-    for (int l = 0; l < 2; l++) {
-        const gptc_kernels *k = gptc_kernels_level(k_levels[l]);
-        if (!k) continue;
-        const gptc_gemm_isa *isas[2] = {k->gemm_isa, k->gemm_bf16_isa};
-        for (int which = 0; which < 2; which++) {
-            if (!isas[which]) continue;
-            for (int variant = 0; variant < 4; variant++) { /* bit 0: small blocking, A_IN_L1; bit 1: read back */
-                gptc_gemm_isa g = *isas[which];
-                if (variant & 1) g.mc = 3 * g.mr, g.kc = 20 * g.kstep, g.nc = 2 * g.nr, g.order = GPTC_GEMM_A_IN_L1;
-                if (variant & 2) g.kernel_sumsq = 0;
-                for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                    for (int t = 0; t < 8; t++, cases++) {
-                        const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t & 1, tb = (t >> 1) & 1;
-                        const int in16 = which && (t >> 2) ? GPTC_GEMM_A16 | GPTC_GEMM_B16 : 0;
-                        const float beta = (float)(t & 1);
-                        float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
-                        uint16_t *A16 = malloc(sizeof(uint16_t) * (size_t)M * K), *B16 = malloc(sizeof(uint16_t) * (size_t)K * N);
-                        for (size_t i = 0; i < (size_t)M * K; i++) A16[i] = gptc_f32_to_bf16(A[i]);
-                        for (size_t i = 0; i < (size_t)K * N; i++) B16[i] = gptc_f32_to_bf16(B[i]);
-                        const void *As = in16 ? (const void *)A16 : A, *Bs = in16 ? (const void *)B16 : B;
-                        float *C0 = rand_buf((size_t)M * N), *C1 = malloc((size_t)M * N * sizeof(float));
-                        float *C2 = malloc((size_t)M * N * sizeof(float));
-                        memcpy(C1, C0, (size_t)M * N * sizeof(float));
-                        const int lda = ta ? M : K, ldb = tb ? K : N, saved = omp_get_max_threads();
-                        gptc_gemm_blocked_in16(&g, ta, tb, M, N, K, As, lda, Bs, ldb, in16, beta, bias, C1, N);
-                        double got[3];
-                        for (int nt = 1; nt <= 3; nt++) {
-                            memcpy(C2, C0, (size_t)M * N * sizeof(float));
-                            omp_set_num_threads(nt);
-                            got[nt - 1] = gptc_gemm_blocked_sumsq(&g, ta, tb, M, N, K, As, lda, Bs, ldb, in16, beta,
-                                                                  bias, C2, N);
-                            CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0,
-                                      "%s %s variant %d %dx%dx%d t%d threads %d: C differs from the plain product",
-                                      k_levels[l], which ? "bf16" : "fp32", variant, M, N, K, t, nt);
-                        }
-                        omp_set_num_threads(saved);
-                        const double want = sumsq_of(C1, (size_t)M * N);
-                        CHECK_MSG(fabs(got[0] - want) <= 1e-6 * want, "%s %s variant %d %dx%dx%d t%d: sum %.17g, C's %.17g",
-                                  k_levels[l], which ? "bf16" : "fp32", variant, M, N, K, t, got[0], want);
-                        CHECK_MSG(got[0] == got[1] && got[0] == got[2], "%s %s variant %d %dx%dx%d t%d: the sum "
-                                  "differs between 1, 2 and 3 threads (%.17g %.17g %.17g)", k_levels[l],
-                                  which ? "bf16" : "fp32", variant, M, N, K, t, got[0], got[1], got[2]);
-                        free(A), free(B), free(A16), free(B16), free(bias), free(C0), free(C1), free(C2);
+    isa_case c[4];
+    const int nc = blocked_isas(c);
+    for (int ci = 0; ci < nc; ci++) {
+        const int which = c[ci].bf16;
+        for (int variant = 0; variant < 4; variant++) { /* bit 0: small blocking, A_IN_L1; bit 1: read back */
+            gptc_gemm_isa g = *c[ci].g;
+            if (variant & 1) g.mc = 3 * g.mr, g.kc = 20 * g.kstep, g.nc = 2 * g.nr, g.order = GPTC_GEMM_A_IN_L1;
+            if (variant & 2) g.kernel_sumsq = 0;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int t = 0; t < 8; t++, cases++) {
+                    const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t & 1, tb = (t >> 1) & 1;
+                    const int in16 = which && (t >> 2) ? GPTC_GEMM_A16 | GPTC_GEMM_B16 : 0;
+                    const float beta = (float)(t & 1);
+                    float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
+                    uint16_t *A16 = malloc(sizeof(uint16_t) * (size_t)M * K), *B16 = malloc(sizeof(uint16_t) * (size_t)K * N);
+                    for (size_t i = 0; i < (size_t)M * K; i++) A16[i] = gptc_f32_to_bf16(A[i]);
+                    for (size_t i = 0; i < (size_t)K * N; i++) B16[i] = gptc_f32_to_bf16(B[i]);
+                    const void *As = in16 ? (const void *)A16 : A, *Bs = in16 ? (const void *)B16 : B;
+                    float *C0 = rand_buf((size_t)M * N), *C1 = malloc((size_t)M * N * sizeof(float));
+                    float *C2 = malloc((size_t)M * N * sizeof(float));
+                    memcpy(C1, C0, (size_t)M * N * sizeof(float));
+                    const int lda = ta ? M : K, ldb = tb ? K : N, saved = omp_get_max_threads();
+                    gptc_gemm_blocked_in16(&g, ta, tb, M, N, K, As, lda, Bs, ldb, in16, beta, bias, C1, N);
+                    double got[3];
+                    for (int nt = 1; nt <= 3; nt++) {
+                        memcpy(C2, C0, (size_t)M * N * sizeof(float));
+                        omp_set_num_threads(nt);
+                        got[nt - 1] = gptc_gemm_blocked_sumsq(&g, ta, tb, M, N, K, As, lda, Bs, ldb, in16, beta,
+                                                              bias, C2, N);
+                        CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0,
+                                  "%s %s variant %d %dx%dx%d t%d threads %d: C differs from the plain product",
+                                  c[ci].level, which ? "bf16" : "fp32", variant, M, N, K, t, nt);
                     }
-            }
+                    omp_set_num_threads(saved);
+                    const double want = sumsq_of(C1, (size_t)M * N);
+                    CHECK_MSG(fabs(got[0] - want) <= 1e-6 * want, "%s %s variant %d %dx%dx%d t%d: sum %.17g, C's %.17g",
+                              c[ci].level, which ? "bf16" : "fp32", variant, M, N, K, t, got[0], want);
+                    CHECK_MSG(got[0] == got[1] && got[0] == got[2], "%s %s variant %d %dx%dx%d t%d: the sum "
+                              "differs between 1, 2 and 3 threads (%.17g %.17g %.17g)", c[ci].level,
+                              which ? "bf16" : "fp32", variant, M, N, K, t, got[0], got[1], got[2]);
+                    free(A), free(B), free(A16), free(B16), free(bias), free(C0), free(C1), free(C2);
+                }
         }
     }
     /* the table entry: the driver's where the table's product is, declined by the reference */

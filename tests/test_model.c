@@ -391,17 +391,18 @@ TEST(model_weight_gradient_sums_of_squares_from_the_products) {
                 random_tokens(tg, B * T, k_small.vocab, 6);
                 CHECK_OK(gptc_model_alloc_train(&m, B, T));
                 CHECK(m.ntensors <= 64);
-                double sums[64];
+                double sums[64], part[60];
                 bool set[64];
+                int rows[60];
+                gptc_wsumsq ws = {sums, set, rows, part};
                 gptc_model_zero_grad(&m);
                 for (int a = 0; a < accum; a++) {
                     const bool last = a == accum - 1;
                     memset(set, 0, sizeof set);
-                    m.wsumsq = last ? sums : NULL;
-                    m.wsumsq_set = last ? set : NULL;
+                    m.wsumsq = last ? &ws : NULL;
                     gptc_model_forward_backward(&m, in, tg, B, T, 1.0f);
                 }
-                m.wsumsq = NULL, m.wsumsq_set = NULL;
+                m.wsumsq = NULL;
                 for (int i = 0; i < m.ntensors; i++) {
                     const gptc_tensor_desc *d = &m.tensors[i];
                     const int j = i < 2 ? -1 : (i - 2) % GPTC_LAYER_TENSORS;

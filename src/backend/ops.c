@@ -15,7 +15,6 @@
 #include "kernels/gelu.h"
 
 #include <omp.h>
-#include <stdlib.h>
 
 #define EW_LN_FWD 8 /* mean, variance, normalise, scale and shift */
 #define EW_LN_BWD 14
@@ -172,27 +171,21 @@ void gptc_be_matmul_bwd(const gptc_backend *be, gptc_linear_sites sites, int l, 
 void gptc_be_gemm(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB, int M,
                   int N, int K, const void *A, int lda, const void *B, int ldb, int in16, float beta,
                   const float *bias, float *C, int ldc) {
-    gptc_prof_begin(cat, span(be, gemm_slot(be, in16), site), l);
-    run_gemm(be, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
-    gptc_prof_end(gemm_flops(M, N, K) + (bias ? (double)M * N : 0), gemm_bytes(be, M, N, K, beta != 0, bias != NULL));
+    gptc_be_gemm_sumsq(be, cat, site, l, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc, NULL);
 }
 
 void gptc_be_gemm_sumsq(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB,
                         int M, int N, int K, const void *A, int lda, const void *B, int ldb, int in16, float beta,
                         const float *bias, float *C, int ldc, double *sumsq) {
-    if (!sumsq) {
-        gptc_be_gemm(be, cat, site, l, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
-        return;
-    }
-    GPTC_ASSERT(ldc == N); /* C is one tensor's M x N floats */
+    GPTC_ASSERT(!sumsq || ldc == N); /* C is one tensor's M x N floats */
     gptc_prof_begin(cat, span(be, gemm_slot(be, in16), site), l);
     /* the blocked driver's product where it is this backend's (gptc_gemm_sumsq checks for a plugin's) */
-    const bool done = be->mem == gptc_backend_cpu_memory() &&
+    const bool done = sumsq && be->mem == gptc_backend_cpu_memory() &&
                       gptc_gemm_sumsq(be->k, be->bf16, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C,
                                       ldc, sumsq);
     if (!done) run_gemm(be, transA, transB, M, N, K, A, lda, B, ldb, in16, beta, bias, C, ldc);
     gptc_prof_end(gemm_flops(M, N, K) + (bias ? (double)M * N : 0), gemm_bytes(be, M, N, K, beta != 0, bias != NULL));
-    if (!done) *sumsq = gptc_be_grad_sumsq(be, C, (size_t)M * N); /* as the norm's pass over C */
+    if (sumsq && !done) *sumsq = gptc_be_grad_sumsq(be, C, (size_t)M * N); /* as the norm's pass over C */
 }
 
 void gptc_be_attention_fwd(const gptc_backend *be, const char *site, int l, float *out, float *preatt, float *att,
@@ -412,10 +405,9 @@ void gptc_be_adamw_pieces(const gptc_backend *be, const gptc_adamw_piece *pieces
     }
 }
 
-double gptc_be_rows_sumsq(const gptc_backend *be, const float *x, int C, const int *rows, int n) {
+double gptc_be_rows_sumsq(const gptc_backend *be, const float *x, int C, const int *rows, int n, double *part) {
     if (n <= 0) return 0;
-    double *part = malloc(sizeof(double) * (size_t)n), total = 0;
-    GPTC_ASSERT(part);
+    double total = 0;
     gptc_prof_begin(GPTC_PROF_OPT, span(be, SLOT(grad_sumsq), "grad_norm"), -1);
     if (from_plugin(be, SLOT(grad_sumsq))) {
         for (int i = 0; i < n; i++) part[i] = be->k->grad_sumsq(x + (size_t)rows[i] * C, (size_t)C);
@@ -429,7 +421,6 @@ double gptc_be_rows_sumsq(const gptc_backend *be, const float *x, int C, const i
     }
     for (int i = 0; i < n; i++) total += part[i];
     gptc_prof_end(2.0 * n * C, 4.0 * n * C);
-    free(part);
     return total;
 }
 

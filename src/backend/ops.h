@@ -71,10 +71,11 @@ typedef struct gptc_be_weight {
 void gptc_be_gemm_sumsq(const gptc_backend *be, gptc_prof_cat cat, const char *site, int l, int transA, int transB,
                         int M, int N, int K, const void *A, int lda, const void *B, int ldb, int in16, float beta,
                         const float *bias, float *C, int ldc, double *sumsq);
-/* The sum of squares of rows rows[0..n) (each of C floats) of x: each row by the grad_sumsq entry, the rows'
- * sums added in the order given (the same for any thread count). The embeddings' backward touches only the
- * batch's token rows of wte's gradient: their sums before and after it correct wte's share of the norm. */
-double gptc_be_rows_sumsq(const gptc_backend *be, const float *x, int C, const int *rows, int n);
+/* The sum of squares of rows rows[0..n) (each of C floats) of x: each row by the grad_sumsq entry into part[i]
+ * (the caller's scratch, n doubles), the rows' sums added in the order given (the same for any thread count). The
+ * embeddings' backward touches only the batch's token rows of wte's gradient: their sums before and after it
+ * correct wte's share of the norm. */
+double gptc_be_rows_sumsq(const gptc_backend *be, const float *x, int C, const int *rows, int n, double *part);
 
 /* A linear layer: out (N,OC) = inp (N,IC) @ w (IC,OC) + b (OC) (the bias in the GEMM's epilogue when
  * fused, else its own pass) */

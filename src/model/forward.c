@@ -223,13 +223,17 @@ static void attention_backward(gptc_model *m, int l, int B, int T) {
     gptc_be_heads_to_qkv_grad(be, "attn.merge_heads.bwd", l, d->dqkv, d->dq, d->dk, d->dv, B, T, C, NH);
 }
 
-/* Where the product of layer l's weight j (GPTC_QKVW, ...) leaves the sum of squares of the gradient grad it finishes
- * (m->wsumsq, marked set), or NULL: none asked for, no gradient (frozen), or the fused update's second pass */
+/* Where the product that finishes tensor i's gradient leaves its sum of squares (m->wsumsq, marked set), or NULL */
+static double *wsumsq_slot(gptc_model *m, int i) {
+    if (!m->wsumsq) return NULL;
+    m->wsumsq->set[i] = true;
+    return &m->wsumsq->sums[i];
+}
+
+/* The same for layer l's weight j (GPTC_QKVW, ...) with gradient grad: NULL also without one (frozen) and in the
+ * fused update's second pass */
 static double *wsumsq_of(gptc_model *m, int l, int j, const float *grad, bool again) {
-    if (!m->wsumsq || !grad || again) return NULL;
-    const int i = 2 + l * GPTC_LAYER_TENSORS + j;
-    m->wsumsq_set[i] = true;
-    return &m->wsumsq[i];
+    return grad && !again ? wsumsq_slot(m, 2 + l * GPTC_LAYER_TENSORS + j) : NULL;
 }
 
 static void embeddings_backward(gptc_model *m, const float *dout, int B, int T);
@@ -339,13 +343,9 @@ static void classifier_bwd(gptc_model *m, const float *dlogits, const void *x, i
     if (!m->g.wte) return; /* wte frozen */
     /* wte's share of the norm (m->wsumsq): each chunk's product finishes all of its rows, so the last one's sum
      * holds (its padding rows are zero); the embeddings' backward corrects it for the rows it adds to */
-    double *sq = NULL;
-    if (m->wsumsq) {
-        m->wsumsq_set[0] = true;
-        sq = &m->wsumsq[0];
-    }
     gptc_be_gemm_sumsq(&m->be, GPTC_PROF_BWD, "classifier.dw.bwd", -1, 1, 0, V, C, n, dlogits, Vp, x, C,
-                       m->a.act16 ? GPTC_GEMM_B16 : 0, first && m->grads_fresh ? 0.0f : 1.0f, NULL, m->g.wte, C, sq);
+                       m->a.act16 ? GPTC_GEMM_B16 : 0, first && m->grads_fresh ? 0.0f : 1.0f, NULL, m->g.wte, C,
+                       wsumsq_slot(m, 0));
 }
 
 static int cmp_int(const void *a, const void *b) {
@@ -360,19 +360,17 @@ static void embeddings_backward(gptc_model *m, const float *dout, int B, int T) 
     const gptc_backend *be = &m->be;
     const int C = m->cfg.channels, n = B * T;
     float *dwte = m->g.wte;
-    int *rows = NULL, nrows = 0;
-    if (dwte && m->wsumsq && m->wsumsq_set[0] && (rows = malloc(sizeof(int) * (size_t)n))) {
-        memcpy(rows, m->inputs, sizeof(int) * (size_t)n);
-        qsort(rows, (size_t)n, sizeof(int), cmp_int);
+    gptc_wsumsq *ws = m->wsumsq && dwte && m->wsumsq->set[0] ? m->wsumsq : NULL;
+    int nrows = 0;
+    if (ws) {
+        memcpy(ws->rows, m->inputs, sizeof(int) * (size_t)n);
+        qsort(ws->rows, (size_t)n, sizeof(int), cmp_int);
         for (int i = 0; i < n; i++)
-            if (i == 0 || rows[i] != rows[nrows - 1]) rows[nrows++] = rows[i];
-    } else if (m->wsumsq) {
-        m->wsumsq_set[0] = false; /* no correction possible: the norm's pass reads wte's gradient */
+            if (i == 0 || ws->rows[i] != ws->rows[nrows - 1]) ws->rows[nrows++] = ws->rows[i];
     }
-    double before = rows ? gptc_be_rows_sumsq(be, dwte, C, rows, nrows) : 0;
+    const double before = ws ? gptc_be_rows_sumsq(be, dwte, C, ws->rows, nrows, ws->part) : 0;
     gptc_be_encoder_bwd(be, "encoder.bwd", dwte, m->g.wpe, dout, m->inputs, B, T, C);
-    if (rows) m->wsumsq[0] += gptc_be_rows_sumsq(be, dwte, C, rows, nrows) - before;
-    free(rows);
+    if (ws) ws->sums[0] += gptc_be_rows_sumsq(be, dwte, C, ws->rows, nrows, ws->part) - before;
 }
 
 /* The fused classifier on rows [r0, r0+n) of lnf: logits (n,Vp) in a->logits (the chunk buffer),

@@ -170,6 +170,16 @@ typedef struct gptc_packed_weights {
     gptc_packed_mat *mats;  /* [n] */
 } gptc_packed_weights;
 
+/* The weight gradients' shares of the global norm the backward takes inside their products (gptc_be_matmul_bwd's
+ * dw_sumsq, the classifier's wte product, corrected by the embeddings' backward for the token rows it adds to),
+ * instead of a pass over the gradients afterwards; owned by the caller, who clears set before the backward. */
+typedef struct gptc_wsumsq {
+    double *sums;  /* [ntensors] */
+    bool *set;     /* [ntensors] true where the backward wrote sums[i] */
+    int *rows;     /* [B*T] the embeddings' backward's scratch: the batch's distinct tokens */
+    double *part;  /* [B*T] the same's scratch: their rows' sums (gptc_be_rows_sumsq) */
+} gptc_wsumsq;
+
 typedef struct gptc_model {
     gptc_model_config cfg;
     int Vp;
@@ -263,13 +273,10 @@ typedef struct gptc_model {
      * data-parallel reducer starts its buckets' exchanges from here. NULL: none. */
     void (*grads_ready)(void *user, size_t lo);
     void *grads_ready_user;
-    /* Where the backward leaves the sums of squares of the weight gradients its products finish (gptc_be_matmul_bwd's
-     * dw_sumsq: a weight's share of the global norm, taken inside the product instead of by a pass over the gradient
-     * afterwards): NULL, or [ntensors] sums, wsumsq_set[i] true for each tensor i the backward wrote one for (the
-     * caller clears them). Meaningful only where those gradients are final: the trainer sets them for the last
+    /* Where the backward leaves the sums of squares of the weight gradients its products finish (gptc_wsumsq), or
+     * NULL: none asked for. Meaningful only where those gradients are final: the trainer sets it for the last
      * micro-step of a single process (an exchange between ranks changes the gradients after the products). */
-    double *wsumsq;
-    bool *wsumsq_set;
+    gptc_wsumsq *wsumsq;
 } gptc_model;
 
 

@@ -32,8 +32,14 @@ static gptc_status check_ranks_agree(trainer *t) {
 void trainer_free(trainer *t) {
     gptc_reducer_free(&t->red);
     free(t->bounds);
-    free(t->wsumsq);
-    free(t->wsumsq_set);
+    free(t->ws.sums);
+    free(t->ws.set);
+    free(t->ws.rows);
+    free(t->ws.part);
+    free(t->norm_piece);
+    free(t->norm_n);
+    free(t->norm_passed);
+    free(t->norm_from);
     free(t->starts);
     gptc_free(t->gshard);
     gptc_tokenizer_free(t->tok);

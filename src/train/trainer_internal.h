@@ -51,10 +51,15 @@ typedef struct trainer {
     gptc_reducer red;      /* the gradient exchange (many ranks only) */
     size_t optim_bytes;    /* what allocating the state buffers added to gptc_alloc's live bytes */
     bool use_red;
-    /* the model's wsumsq arrays (gpt2.h) when the weight gradients' sums of squares come from their products: one
-     * process without ZeRO-1, the whole model trained (NULL: every share of the norm is a pass) */
-    double *wsumsq;
-    bool *wsumsq_set;
+    /* what the model's wsumsq points at (gpt2.h gptc_wsumsq) when the weight gradients' sums of squares come from
+     * their products: one process without ZeRO-1, the whole model trained (ws.sums NULL: every share is a pass) */
+    gptc_wsumsq ws;
+    /* tensor_sumsq's scratch (trainer_step.c), [ps.n] each: the pieces of one pass, their sums, and where each
+     * tensor's share comes from */
+    const float **norm_piece;
+    size_t *norm_n;
+    double *norm_passed;
+    int *norm_from;
     bool pack_weights;     /* 'pack_weights' resolved (check_memory): the model keeps its matrices packed */
     fault nonfinite;       /* GPTC_FAULT_NONFINITE: steps whose gradient this rank poisons */
     fault spike;           /* GPTC_FAULT_SPIKE: steps whose gradient this rank scales by 1000 */

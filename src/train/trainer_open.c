@@ -341,10 +341,17 @@ static gptc_status open_optimizer(trainer *t, const gptc_train_options *o) {
     }
     /* the weight gradients' shares of the norm from their products (trainer_step.c): where each product's gradient is
      * final, one process, and the norm sums the model's own tensors */
+    const size_t nps = (size_t)m->ps.n, bt = (size_t)o->batch * (size_t)o->seq;
+    t->norm_piece = calloc(nps, sizeof(float *));
+    t->norm_n = calloc(nps, sizeof(size_t));
+    t->norm_passed = calloc(nps, sizeof(double));
+    t->norm_from = calloc(nps, sizeof(int));
+    if (!t->norm_piece || !t->norm_n || !t->norm_passed || !t->norm_from)
+        return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
     if (t->world == 1 && !o->zero && m->ps.same_layout && !m->ps.adapters) {
-        t->wsumsq = malloc(sizeof(double) * (size_t)m->ntensors);
-        t->wsumsq_set = calloc((size_t)m->ntensors, sizeof(bool));
-        if (!t->wsumsq || !t->wsumsq_set) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
+        t->ws = (gptc_wsumsq){calloc((size_t)m->ntensors, sizeof(double)), calloc((size_t)m->ntensors, sizeof(bool)),
+                              calloc(bt, sizeof(int)), calloc(bt, sizeof(double))};
+        if (!t->ws.sums || !t->ws.set || !t->ws.rows || !t->ws.part) return gptc_fail(GPTC_ERR_NOMEM, "out of memory");
     }
     size_t live0, live1;
     gptc_alloc_stats(&live0, NULL);

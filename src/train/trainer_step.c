@@ -69,16 +69,16 @@ static void reducer_hook(void *user, size_t lo) { gptc_reducer_ready(user, lo); 
 
 /* Tensor i's share of the norm where its product left one (m->wsumsq, gpt2.h), else a pass over its n floats at g
  * (gptc_be_grad_sumsq, in double) */
+static bool has_share(const gptc_model *m, int i) { return m->wsumsq && m->wsumsq->set[i]; }
 static double share_sumsq(const gptc_model *m, int i, const float *g, size_t n) {
-    return m->wsumsq && m->wsumsq_set[i] ? m->wsumsq[i] : gptc_be_grad_sumsq(&m->be, g, n);
+    return has_share(m, i) ? m->wsumsq->sums[i] : gptc_be_grad_sumsq(&m->be, g, n);
 }
 
-/* Asks the next backward for the weight gradients' shares of the norm from their products (t->wsumsq), or not */
+/* Asks the next backward for the weight gradients' shares of the norm from their products (t->ws), or not */
 static void want_wsumsq(trainer *t, bool on) {
     gptc_model *m = &t->model;
-    m->wsumsq = on ? t->wsumsq : NULL;
-    m->wsumsq_set = on ? t->wsumsq_set : NULL;
-    if (m->wsumsq) memset(m->wsumsq_set, 0, sizeof(bool) * (size_t)m->ntensors);
+    m->wsumsq = on && t->ws.sums ? &t->ws : NULL;
+    if (m->wsumsq) memset(t->ws.set, 0, sizeof(bool) * (size_t)m->ntensors);
 }
 
 /* The sum of squares of gradients g (g[0] parameter lo's) over arena floats [lo, hi): each tensor's
@@ -86,24 +86,21 @@ static void want_wsumsq(trainer *t, bool on) {
  * else gptc_be_grad_sumsq, in double), the pieces added in tensor order. Both update paths sum the global norm
  * this way (the fused one gets its pieces layer by layer, out of order, and adds them in tensor order at the
  * end), so they agree to the bit. */
-static double tensor_sumsq(const gptc_model *m, const float *g, size_t lo, size_t hi) {
+static double tensor_sumsq(const trainer *t, const float *g, size_t lo, size_t hi) {
+    const gptc_model *m = &t->model;
     const int nt = m->ps.n; /* the trainable set's tensors, in its compact arena */
-    const float **piece = calloc((size_t)nt, sizeof(float *));
-    size_t *n = calloc((size_t)nt, sizeof(size_t));
-    double *passed = malloc(sizeof(double) * (size_t)nt);
-    int *from = malloc(sizeof(int) * (size_t)nt); /* tensor i's share: -2 none, -1 its product's, else pass piece */
-    GPTC_ASSERT(piece && n && passed && from);
+    int *from = t->norm_from; /* tensor i's share: -2 none, -1 its product's, else its piece of the pass */
     int count = 0;
     for (int i = 0; i < nt; i++) {
         const gptc_tensor_desc *d = &m->ps.t[i];
         size_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
-        from[i] = a >= b ? -2 : a == d->offset && b - a == d->numel && m->wsumsq && m->wsumsq_set[i] ? -1 : count;
-        if (from[i] >= 0) piece[count] = g + (a - lo), n[count++] = b - a;
+        from[i] = a >= b ? -2 : a == d->offset && b - a == d->numel && has_share(m, i) ? -1 : count;
+        if (from[i] >= 0) t->norm_piece[count] = g + (a - lo), t->norm_n[count++] = b - a;
     }
-    gptc_be_grad_sumsq_pieces(&m->be, piece, n, count, passed);
+    gptc_be_grad_sumsq_pieces(&m->be, t->norm_piece, t->norm_n, count, t->norm_passed);
     double sum = 0;
-    for (int i = 0; i < nt; i++) sum += from[i] == -2 ? 0.0 : from[i] == -1 ? m->wsumsq[i] : passed[from[i]];
-    free(piece), free(n), free(passed), free(from);
+    for (int i = 0; i < nt; i++)
+        sum += from[i] == -2 ? 0.0 : from[i] == -1 ? m->wsumsq->sums[i] : t->norm_passed[from[i]];
     return sum;
 }
 
@@ -126,7 +123,7 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
         m->grads_ready_user = &t->red;
         float scale = 1.0f / ((float)t->accum * t->world);
         m->dropout_seed = micro_seed(t, micro);
-        want_wsumsq(t, t->wsumsq && micro == t->accum - 1); /* the last micro-step's products finish the gradients */
+        want_wsumsq(t, micro == t->accum - 1); /* the last micro-step's products finish the gradients */
         if (micro == t->accum - 1) {
             /* a value the backward adds onto, so it stays NaN: the arena's first (wte's), or wpe's first where
              * the products overwrite wte's gradient (gpt2.h grads_fresh) */
@@ -144,13 +141,13 @@ static gptc_status step_gradients(trainer *t, float *loss, double *norm, const f
     }
     gptc_prof_begin(GPTC_PROF_PHASE, "optimizer", -1); /* closed by the caller after the update */
     *g = t->gshard ? t->gshard : m->grads + t->lo;
-    double sums[2] = {loss_sum / t->accum, o->zero ? tensor_sumsq(m, *g, t->lo, t->hi) : 0};
+    double sums[2] = {loss_sum / t->accum, o->zero ? tensor_sumsq(t, *g, t->lo, t->hi) : 0};
     if (t->world > 1) gptc_prof_begin(GPTC_PROF_COMM, "comm.sum_loss", -1);
     st = gptc_dist_sum_ordered(sums, 2);
     if (t->world > 1) gptc_prof_end(0, 16.0 * t->world);
     if ((st = gptc_dist_agree(st))) return st;
     *loss = (float)(sums[0] / t->world);
-    *norm = sqrt(o->zero ? sums[1] : tensor_sumsq(m, m->grads, 0, m->ps.floats));
+    *norm = sqrt(o->zero ? sums[1] : tensor_sumsq(t, m->grads, 0, m->ps.floats));
     want_wsumsq(t, false);
     return GPTC_OK;
 }
@@ -279,7 +276,7 @@ static gptc_status fused_step(trainer *t, step_outcome *s) {
     m->grads_ready = fused_hook;
     m->grads_ready_user = &pass;
     m->dropout_seed = micro_seed(t, 0);
-    want_wsumsq(t, t->wsumsq != NULL); /* the first pass's products (the second takes none) */
+    want_wsumsq(t, true); /* the first pass's products (the second takes none) */
     float scale = 1.0f / ((float)t->accum * t->world); /* as step_gradients: the exchanged sum is the average */
     if (fault_fires(&t->nonfinite, t->state.step + 1)) m->g.wte[0] = NAN; /* as step_gradients does */
     if (fault_fires(&t->spike, t->state.step + 1)) scale *= 1000;

@@ -229,7 +229,8 @@ static void pack_panels(const gptc_gemm_isa *g, gemm_src s, int trans, const voi
 }
 
 /* The sum of squares of a finished m x n tile of C (row stride ldc), for ISAs whose kernels do not take it from
- * their registers. Any fixed order serves: a tile is summed the same way on whichever thread computes it. */
+ * their registers (read back after the thread's block: read straight after the kernel's masked stores, a weight
+ * gradient's product took 30 % longer). Any fixed order serves: a tile is summed the same way on any thread. */
 static double tile_sumsq(const float *c, int ldc, int m, int n) {
     double sum = 0;
     for (int i = 0; i < m; i++)
@@ -262,29 +263,13 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                        int c0, int c1, int K, const void *A, int lda, const void *B, int ldb, float beta,
                        const float *bias, float *C, int ldc, char *apack, char *bpack, double *tile_sums, int npan) {
     const int MR = g->mr, NR = g->nr, KC = g->kc, NC = g->nc;
-    /* A finished tile's sum of squares (tile_sums: one per micro-tile of C, row-major), after the last depth block:
-     * from the kernel's registers (kernel_sumsq), else read back one tile call later, once the kernel's stores of
-     * it have drained (read straight after its masked stores, a weight gradient's product took 30 % longer). */
-    const bool in_kernel = g->kernel_sumsq != 0;
-    struct { const float *c; int m, n; size_t at; } pend = {NULL, 0, 0, 0};
-#define TILE_AT(ir, jr) ((size_t)((ic + (ir)) / MR) * npan + (jc + (jr)) / NR)
-#define TILE_SQ(ir, jr) (tile_sums && in_kernel && pc + kc >= K ? &tile_sums[TILE_AT(ir, jr)] : NULL)
-#define TILE_SUMSQ(ir, jr)                                                                                         \
-    do {                                                                                                           \
-        if (!tile_sums || in_kernel) break;                                                                        \
-        if (pend.c) tile_sums[pend.at] = tile_sumsq(pend.c, ldc, pend.m, pend.n);                                  \
-        pend.c = NULL;                                                                                             \
-        if (pc + kc >= K)                                                                                          \
-            pend = (__typeof__(pend)){C + (size_t)(ic + (ir)) * ldc + jc + (jr), GEMM_MIN(MR, mc - (ir)),          \
-                                      GEMM_MIN(NR, nc - (jr)), TILE_AT(ir, jr)};                                   \
-    } while (0)
+    /* a finished tile's sum of squares from the kernel's registers, into its slot of tile_sums (one per micro-tile of
+     * C, row-major), in the last depth block; kernels without kernel_sumsq: blocked_run reads the tiles back */
+#define TILE_SQ(ir, jr)                                                                                            \
+    (tile_sums && pc + kc >= K ? &tile_sums[(size_t)((ic + (ir)) / MR) * npan + (jc + (jr)) / NR] : NULL)
 #define GEMM_TILE(ir, jr)                                                                                          \
-    do {                                                                                                           \
-        g->kernel(kc, apack + (size_t)(ir) * kbytes, bp + (size_t)(jr) * kbytes,                                   \
-                  C + (size_t)(ic + (ir)) * ldc + jc + (jr), ldc, GEMM_MIN(MR, mc - (ir)), GEMM_MIN(NR, nc - (jr)), \
-                  bt, bs ? bs + jc + (jr) : NULL, TILE_SQ(ir, jr));                                                \
-        TILE_SUMSQ(ir, jr);                                                                                        \
-    } while (0)
+    g->kernel(kc, apack + (size_t)(ir) * kbytes, bp + (size_t)(jr) * kbytes, C + (size_t)(ic + (ir)) * ldc + jc + (jr), \
+              ldc, GEMM_MIN(MR, mc - (ir)), GEMM_MIN(NR, nc - (jr)), bt, bs ? bs + jc + (jr) : NULL, TILE_SQ(ir, jr))
     if (g->order == GPTC_GEMM_A_IN_L1) {
         /* per depth block: each A block packed once, then every B panel of the thread's columns (in L2)
          * against its A micro-panels (each in L1 while the B micro-panels stream past). The thread's rows
@@ -308,7 +293,6 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                 }
             }
         }
-        if (pend.c) tile_sums[pend.at] = tile_sumsq(pend.c, ldc, pend.m, pend.n);
         return;
     }
     /* B's panel packed while the first A block's tiles run (kernel_copy), where B is rows of values the
@@ -362,7 +346,6 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                                            bs ? bs + jc + jr : NULL, TILE_SQ(ir, jr),
                                            src + (size_t)row * g->kstep * lds * ses, lds,
                                            form, dst + (size_t)row * NR * g->esize * g->kstep, rows);
-                            TILE_SUMSQ(ir, jr);
                         }
                     }
                     continue;
@@ -372,11 +355,8 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
             }
         }
     }
-    if (pend.c) tile_sums[pend.at] = tile_sumsq(pend.c, ldc, pend.m, pend.n);
 #undef GEMM_TILE
-#undef TILE_SUMSQ
 #undef TILE_SQ
-#undef TILE_AT
 }
 
 /* How a call splits C over threads: nt threads in a tm x tn grid of mpan x npan micro-panels. */
@@ -447,7 +427,12 @@ static void blocked_run(const gptc_gemm_isa *g, int transA, int transB, int M, i
             char *bpack = sb.prepacked ? NULL : (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, c0, c1));
             if (g->thread_begin) g->thread_begin();
             gemm_block(g, sa, sb, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack,
-                       tiles, s.npan);
+                       g->kernel_sumsq ? tiles : NULL, s.npan);
+            if (tiles && !g->kernel_sumsq) /* the block's tiles read back */
+                for (int i = r0; i < r1; i += g->mr)
+                    for (int j = c0; j < c1; j += g->nr)
+                        tiles[(size_t)(i / g->mr) * s.npan + j / g->nr] =
+                            tile_sumsq(C + (size_t)i * ldc + j, ldc, GEMM_MIN(g->mr, r1 - i), GEMM_MIN(g->nr, c1 - j));
             if (g->thread_end) g->thread_end();
             gptc_prof_end(2.0 * (r1 - r0) * (c1 - c0) * K, 0);
         }

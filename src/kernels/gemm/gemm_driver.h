@@ -84,7 +84,7 @@ typedef struct gptc_gemm_isa {
     gptc_gemm_pack16 pack16; /* bf16 sources (gemm_bf16_in16); may be NULL (fp32 layout only) */
     gptc_gemm_pack16 pack16_b; /* NULL: B from bf16 sources by pack16 too, else by this (AMX) */
     int kernel_sumsq;        /* 1: kernel and kernel_copy fill sumsq from their registers; 0: they ignore it, and
-                              * gptc_gemm_blocked_sumsq reads each finished tile back (a tile call later) */
+                              * gptc_gemm_blocked_sumsq reads the thread's tiles back after its block */
 } gptc_gemm_isa;
 
 /* The gemm contract of kernels.h (C (M,N) = beta*C + op(A) op(B) [+ bias], row-major) on top of isa.
