@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/core.h"
+#include "core/team.h"
 #include "kernels/gemm/gemm_driver.h"
 #include "kernels/kernels.h"
 #include "kernels/x86_avx512/avx512.h"
@@ -553,4 +554,57 @@ TEST(gemm_sumsq_keeps_the_product_and_sums_it) {
     }
     if (!cases) printf("    SKIP: no blocked GEMM level on this CPU\n");
     else printf("    %d cases\n", cases);
+}
+
+/* The blocks follow the team's speeds (core/team.h), the bits do not: each ISA level, fp32 and bf16, both
+ * loop orders, products split 1 x n and n x 1 over 2 and 3 threads with one thread 3 times or a third as
+ * fast as the others, C and the sum of squares against the even split's. */
+TEST(gemm_split_follows_the_speeds_bits_do_not) {
+    static const int shapes[][3] = {{300, 769, 1100}, {37, 200, 81}, {1000, 40, 64}};
+    static const double speeds[][3] = {{1, 3, 1}, {3, 1, 1}, {1, 1, 3}};
+    isa_case c[4];
+    const int nc = blocked_isas(c), saved = omp_get_max_threads();
+    int cases = 0, moved = 0;
+    for (int ci = 0; ci < nc; ci++)
+        for (int order = 0; order < 2; order++) {
+            gptc_gemm_isa g = *c[ci].g;
+            g.order = order ? GPTC_GEMM_A_IN_L1 : GPTC_GEMM_B_IN_L1;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = (int)s & 1, tb = order;
+                float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
+                float *C0 = rand_buf((size_t)M * N), *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+                const int lda = ta ? M : K, ldb = tb ? K : N;
+                for (int nt = 2; nt <= 3; nt++) {
+                    omp_set_num_threads(nt);
+                    gptc_team_set_even(1);
+                    memcpy(C1, C0, sizeof(float) * M * N);
+                    const double even = gptc_gemm_blocked_sumsq(&g, ta, tb, M, N, K, A, lda, B, ldb, 0, 1.0f, bias, C1, N);
+                    int e[4];
+                    gptc_gemm_block_of(&g, M, N, K, nt, 0, &e[0], &e[1], &e[2], &e[3]);
+                    gptc_team_set_even(0);
+                    for (size_t v = 0; v < sizeof speeds / sizeof speeds[0]; v++, cases++) {
+                        gptc_team_set_speeds(3, speeds[v]);
+                        int b[4];
+                        gptc_gemm_block_of(&g, M, N, K, nt, 0, &b[0], &b[1], &b[2], &b[3]);
+                        moved += (b[1] - b[0]) * (b[3] - b[2]) != (e[1] - e[0]) * (e[3] - e[2]);
+                        memcpy(C2, C0, sizeof(float) * M * N);
+                        const double got = gptc_gemm_blocked_sumsq(&g, ta, tb, M, N, K, A, lda, B, ldb, 0, 1.0f, bias, C2, N);
+                        CHECK_MSG(memcmp(C1, C2, sizeof(float) * M * N) == 0 && got == even,
+                                  "%s %s order %d %dx%dx%d, %d threads, speeds %g %g %g: C or its sum (%.17g, even "
+                                  "%.17g) differs from the even split's", c[ci].level, c[ci].bf16 ? "bf16" : "fp32",
+                                  order, M, N, K, nt, speeds[v][0], speeds[v][1], speeds[v][2], got, even);
+                    }
+                }
+                free(A), free(B), free(bias), free(C0), free(C1), free(C2);
+            }
+        }
+    omp_set_num_threads(saved);
+    gptc_team_reset();
+    if (!cases) {
+        printf("    SKIP: no blocked GEMM level on this CPU\n");
+        return;
+    }
+    /* thread 0's block changed size in most cases (not in all: a thread with the mean's speed can keep its share) */
+    CHECK_MSG(moved * 2 >= cases, "thread 0's block moved in %d of %d cases", moved, cases);
+    printf("    %d cases, thread 0's block moved in %d\n", cases, moved);
 }

@@ -3,6 +3,7 @@
  * in its step, and attributes the model's FLOPs; the CLI prints the table and refuses an unwritable
  * path before training; with profiling off nothing is recorded or allocated. */
 #include "test.h"
+#include "core/core.h"
 #include "core/profile.h"
 #include "io/io.h"
 #include "train/profile_report.h"
@@ -10,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,5 +304,48 @@ TEST(profile_roofline_bounds_each_operator_by_peak_and_bandwidth) {
     fclose(f);
     CHECK_MSG(!strstr(text, "roofline") && !strstr(text, "% roof"), "%s", text);
     free(text);
+    gptc_prof_free();
+}
+
+/* Each OpenMP thread's time in its blocks of the parallel kernels (GPTC_PROF_THREAD spans) over the counted
+ * steps, the training thread as thread 0, and the table's line naming the busiest one's excess. */
+TEST(profile_sums_each_threads_blocks) {
+    gptc_prof_free();
+    gptc_prof_start();
+    for (int s = 0; s < 3; s++) {
+        gptc_prof_begin(GPTC_PROF_STEP, "step", -1);
+        gptc_prof_begin(GPTC_PROF_FWD, "team.gemm", -1);
+#pragma omp parallel num_threads(2)
+        {
+            gptc_prof_begin(GPTC_PROF_THREAD, "gemm.thread", -1);
+            const double t0 = gptc_now(), ms = omp_get_thread_num() ? 3 : 1;
+            while (gptc_now() - t0 < ms * 1e-3) spin(100);
+            gptc_prof_end(1e6, 0);
+        }
+        gptc_prof_end(2e6, 0);
+        gptc_prof_end(0, 0);
+    }
+    gptc_prof_stop();
+    gptc_prof_summary *sum = malloc(sizeof *sum);
+    gptc_prof_summarise(sum, 100, 10);
+    if (omp_get_max_threads() >= 2) {
+        CHECK_EQ_INT(sum->team, 2);
+        /* two counted steps of at least 1 and 3 ms: more time for thread 1, the threads' rows not among the operators' */
+        CHECK_MSG(sum->team_seconds[0] >= 2e-3 && sum->team_seconds[1] >= 6e-3 && sum->team_seconds[1] > sum->team_seconds[0],
+                  "threads' times %g %g s", sum->team_seconds[0], sum->team_seconds[1]);
+        for (int r = 0; r < sum->nrows; r++) CHECK(strcmp(sum->rows[r].name, "gemm.thread") != 0);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        gptc_prof_print_table(f, 100, "fp32", 10);
+        fclose(f);
+        CHECK_MSG(strstr(text, "profile: each thread's time in its blocks of the parallel kernels") &&
+                      strstr(text, " 0: ") && strstr(text, ", 1: ") && strstr(text, "over the mean"),
+                  "no thread line in:\n%s", text);
+        free(text);
+    } else {
+        printf("    SKIP: one OpenMP thread\n");
+    }
+    free(sum);
     gptc_prof_free();
 }

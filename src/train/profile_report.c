@@ -130,13 +130,20 @@ void gptc_prof_summarise(gptc_prof_summary *s, double peak_gflops, double bw_gbp
     s->counted = s->steps - skip;
     for (int i = 0; i < nt; i++) {
         size_t n;
-        const gptc_prof_span *sp = gptc_prof_thread_spans(i, &n, NULL, NULL);
+        int omp;
+        const gptc_prof_span *sp = gptc_prof_thread_spans(i, &n, NULL, &omp);
+        const int member = omp < 0 ? 0 : omp; /* the training thread, outside the regions, is their thread 0 */
         for (size_t j = 0; j < n; j++) {
             const gptc_prof_span *x = &sp[j];
             if (x->t1 < x->t0) continue;
             double dt = x->t1 - x->t0;
             bool counted = x->step >= skip;
-            if (x->cat == GPTC_PROF_STEP) {
+            if (x->cat == GPTC_PROF_THREAD) {
+                if (counted && member < (int)(sizeof s->team_seconds / sizeof s->team_seconds[0])) {
+                    s->team_seconds[member] += dt;
+                    if (member >= s->team) s->team = member + 1;
+                }
+            } else if (x->cat == GPTC_PROF_STEP) {
                 if (counted) s->step_seconds += dt;
             } else if (x->cat == GPTC_PROF_PHASE) {
                 int p = phase_index(x->name);
@@ -201,6 +208,21 @@ static void print_roofline(FILE *f, gptc_prof_summary *s, double peak_gflops, do
     fprintf(f, "; outside operators %.2f\n", (s->step_seconds - s->op_seconds) * ms);
 }
 
+/* Each thread's time in its blocks of the parallel kernels: a kernel ends when its last thread does, so a
+ * thread far over the others' mean (a core slowed by other work on its host) holds the team back; the GEMM
+ * gives such a thread smaller blocks (core/team.h). */
+static void print_team(FILE *f, const gptc_prof_summary *s) {
+    double mean = 0, most = 0;
+    for (int i = 0; i < s->team; i++) {
+        mean += s->team_seconds[i] / s->team;
+        if (s->team_seconds[i] > most) most = s->team_seconds[i];
+    }
+    if (mean <= 0) return;
+    fprintf(f, "profile: each thread's time in its blocks of the parallel kernels (GEMM, flash attention), ms/step:");
+    for (int i = 0; i < s->team; i++) fprintf(f, "%s %d: %.2f", i ? "," : "", i, s->team_seconds[i] * 1e3 / s->counted);
+    fprintf(f, "; the busiest %.1f%% over the mean\n", 100 * (most / mean - 1));
+}
+
 void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind, double bw_gbps) {
     gptc_prof_summary *s = malloc(sizeof *s);
     if (!s) return;
@@ -244,6 +266,7 @@ void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind, d
             if (s->phase_seconds[p] > 0) fprintf(f, " %s %.1f ms", k_phases[p], s->phase_seconds[p] * 1e3);
         fprintf(f, "\n");
     }
+    if (s->team > 1) print_team(f, s);
     if (roofline) print_roofline(f, s, peak_gflops, bw_gbps);
     free(s);
 }

@@ -38,6 +38,9 @@ typedef struct gptc_prof_summary {
     double op_flops;        /* their operators' FLOPs */
     int nrows;
     gptc_prof_row rows[128]; /* sorted by time, longest first */
+    int team;                /* threads with GPTC_PROF_THREAD spans: 1 + the highest OpenMP thread number */
+    double team_seconds[64]; /* each OpenMP thread's time in its blocks of the parallel kernels (the training
+                              * thread is thread 0) over the counted steps */
 } gptc_prof_summary;
 
 /* The roofline of one span: the least time its work takes on this machine, max(flops / peak, bytes /
@@ -53,7 +56,8 @@ void gptc_prof_summarise(gptc_prof_summary *s, double peak_gflops, double bw_gbp
  * the cost model in backend/ops.c over the operator's time; 0: "-") and % of its roofline (its bound
  * over its time), then the operators' coverage of the step time and the phases per step; with both
  * rates, the step's roofline (its operators' bounds, each at most the operator's time, added up; what
- * the FLOPs would run at there) and the operators whose time exceeds their bound the most. */
+ * the FLOPs would run at there) and the operators whose time exceeds their bound the most; with more
+ * than one thread, each thread's time in its blocks of the parallel kernels (GEMM, flash attention). */
 void gptc_prof_print_table(FILE *f, double peak_gflops, const char *peak_kind, double bw_gbps);
 
 #endif

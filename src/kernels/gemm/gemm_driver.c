@@ -14,6 +14,7 @@
 
 #include "core/core.h"
 #include "core/profile.h"
+#include "core/team.h"
 #include "kernels/kernels.h"
 
 #define GEMM_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -359,9 +360,13 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
 #undef TILE_SQ
 }
 
-/* How a call splits C over threads: nt threads in a tm x tn grid of mpan x npan micro-panels. */
+/* How a call splits C over threads: nt threads in a tm x tn grid of mpan x npan micro-panels; w: the threads'
+ * weights (core/team.h), by which the rows go to the grid's rows of threads (each row of threads weighing
+ * what its threads weigh together) and each row's columns to its threads. A tile's bits do not depend on
+ * the thread that sums it, so the split may follow the threads' speeds. */
 typedef struct gemm_split {
     int nt, tm, tn, mpan, npan;
+    int w[GPTC_TEAM_MAX];
 } gemm_split;
 
 static gemm_split split_for(const gptc_gemm_isa *g, int M, int N, int K, int max_threads) {
@@ -369,16 +374,36 @@ static gemm_split split_for(const gptc_gemm_isa *g, int M, int N, int K, int max
     const double flops = 2.0 * M * N * K;
     s.nt = flops < 4e6 ? 1 : max_threads;
     if (s.nt > s.mpan * s.npan) s.nt = s.mpan * s.npan;
+    if (s.nt > GPTC_TEAM_MAX) s.nt = GPTC_TEAM_MAX; /* the threads with weights */
     choose_grid(g, s.nt, s.mpan, s.npan, &s.tm, &s.tn);
+    gptc_team_weights(s.nt, s.w);
     return s;
 }
 
-/* Thread t's block of C: rows [*r0, *r1), columns [*c0, *c1) (whole micro-panels, spread evenly) */
+/* Thread t's block of C: rows [*r0, *r1), columns [*c0, *c1) (whole micro-panels, in proportion to the
+ * weights) */
 static void thread_block(const gptc_gemm_isa *g, const gemm_split *s, int t, int M, int N, int *r0, int *r1, int *c0,
                          int *c1) {
     const int ti = t / s->tn, tj = t % s->tn, MR = g->mr, NR = g->nr;
-    *r0 = (int)((long)ti * s->mpan / s->tm) * MR, *r1 = GEMM_MIN((int)((long)(ti + 1) * s->mpan / s->tm) * MR, M);
-    *c0 = (int)((long)tj * s->npan / s->tn) * NR, *c1 = GEMM_MIN((int)((long)(tj + 1) * s->npan / s->tn) * NR, N);
+    int rw[GPTC_TEAM_MAX]; /* the weights of the rows of threads */
+    for (int i = 0; i < s->tm; i++) {
+        rw[i] = 0;
+        for (int j = 0; j < s->tn; j++) rw[i] += s->w[i * s->tn + j];
+    }
+    const int *cw = s->w + ti * s->tn;
+    *r0 = gptc_team_part(s->mpan, s->tm, ti, rw) * MR;
+    *r1 = GEMM_MIN(gptc_team_part(s->mpan, s->tm, ti + 1, rw) * MR, M);
+    *c0 = gptc_team_part(s->npan, s->tn, tj, cw) * NR;
+    *c1 = GEMM_MIN(gptc_team_part(s->npan, s->tn, tj + 1, cw) * NR, N);
+}
+
+/* The tallest and widest block any thread of the split can get, whatever the weights: what the packing
+ * buffers are sized for at a thread's first call, so that no later call grows them as the speeds move. */
+static int most_rows(const gptc_gemm_isa *g, const gemm_split *s, int M) {
+    return GEMM_MIN(gptc_team_part_max(s->mpan, s->tm) * g->mr, M);
+}
+static int most_cols(const gptc_gemm_isa *g, const gemm_split *s, int N) {
+    return GEMM_MIN(gptc_team_part_max(s->npan, s->tn) * g->nr, N);
 }
 
 /* floats (rounded up) taking the packed rows of one block: all of its depth, esize bytes each */
@@ -392,6 +417,13 @@ static size_t apack_floats(const gptc_gemm_isa *g, int K, int r0, int r1) {
 }
 static size_t bpack_floats(const gptc_gemm_isa *g, int K, int c0, int c1) {
     return pack_floats(g, K, round_up((size_t)GEMM_MIN(g->nc, c1 - c0), g->nr));
+}
+
+void gptc_gemm_block_of(const gptc_gemm_isa *g, int M, int N, int K, int threads, int t, int *r0, int *r1, int *c0,
+                        int *c1) {
+    const gemm_split s = split_for(g, M, N, K, threads);
+    *r0 = *r1 = *c0 = *c1 = 0;
+    if (t < s.nt) thread_block(g, &s, t, M, N, r0, r1, c0, c1);
 }
 
 void gptc_gemm_blocked(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const float *A,
@@ -417,14 +449,19 @@ static void blocked_run(const gptc_gemm_isa *g, int transA, int transB, int M, i
     GPTC_ASSERT(!sb.panels || (!transB && GPTC_MV_PANEL % g->nr == 0));
     const gemm_split s = split_for(g, M, N, K, omp_get_max_threads());
 
+    double work[GPTC_TEAM_MAX], secs[GPTC_TEAM_MAX]; /* each thread's FLOPs and seconds, for the team's speeds */
+    const int rows = most_rows(g, &s, M), cols = most_cols(g, &s, N);
 #pragma omp parallel num_threads(s.nt)
     {
+        const int t = omp_get_thread_num();
         int r0, r1, c0, c1;
-        thread_block(g, &s, omp_get_thread_num(), M, N, &r0, &r1, &c0, &c1);
+        thread_block(g, &s, t, M, N, &r0, &r1, &c0, &c1);
+        work[t] = secs[t] = 0;
         if (r0 < r1 && c0 < c1) {
             gptc_prof_begin(GPTC_PROF_THREAD, "gemm.thread", -1); /* this thread's block, without the end's wait */
-            char *apack = (char *)gptc_workspace_get(&tl_apack, apack_floats(g, K, r0, r1));
-            char *bpack = sb.prepacked ? NULL : (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, c0, c1));
+            const double t0 = gptc_now();
+            char *apack = (char *)gptc_workspace_get(&tl_apack, apack_floats(g, K, 0, rows));
+            char *bpack = sb.prepacked ? NULL : (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, 0, cols));
             if (g->thread_begin) g->thread_begin();
             gemm_block(g, sa, sb, transA, transB, r0, r1, c0, c1, K, A, lda, B, ldb, beta, bias, C, ldc, apack, bpack,
                        g->kernel_sumsq ? tiles : NULL, s.npan);
@@ -434,9 +471,11 @@ static void blocked_run(const gptc_gemm_isa *g, int transA, int transB, int M, i
                         tiles[(size_t)(i / g->mr) * s.npan + j / g->nr] =
                             tile_sumsq(C + (size_t)i * ldc + j, ldc, GEMM_MIN(g->mr, r1 - i), GEMM_MIN(g->nr, c1 - j));
             if (g->thread_end) g->thread_end();
-            gptc_prof_end(2.0 * (r1 - r0) * (c1 - c0) * K, 0);
+            work[t] = 2.0 * (r1 - r0) * (c1 - c0) * K, secs[t] = gptc_now() - t0;
+            gptc_prof_end(work[t], 0);
         }
     }
+    gptc_team_learn(s.nt, work, secs);
 }
 
 void gptc_gemm_blocked_in16(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const void *A,
@@ -552,12 +591,9 @@ void gptc_gemm_scratch(const gptc_kernels *k, int bf16, int M, int N, int K, int
     const gptc_gemm_isa *g = bf16 ? k->gemm_bf16_isa : k->gemm_isa;
     if (!g || K <= 0) return;
     const gemm_split s = split_for(g, M, N, K, threads);
-    for (int t = 0; t < s.nt; t++) {
-        int r0, r1, c0, c1;
-        thread_block(g, &s, t, M, N, &r0, &r1, &c0, &c1);
-        if (r0 < r1 && c0 < c1) {
-            apack[t] = gptc_alloc_block_bytes(sizeof(float) * apack_floats(g, K, r0, r1));
-            bpack[t] = gptc_alloc_block_bytes(sizeof(float) * bpack_floats(g, K, c0, c1));
-        }
+    const int rows = most_rows(g, &s, M), cols = most_cols(g, &s, N);
+    for (int t = 0; t < s.nt; t++) { /* any thread may get the largest block (blocked_run) */
+        apack[t] = gptc_alloc_block_bytes(sizeof(float) * apack_floats(g, K, 0, rows));
+        bpack[t] = gptc_alloc_block_bytes(sizeof(float) * bpack_floats(g, K, 0, cols));
     }
 }

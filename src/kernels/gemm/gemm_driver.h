@@ -90,11 +90,20 @@ typedef struct gptc_gemm_isa {
 /* The gemm contract of kernels.h (C (M,N) = beta*C + op(A) op(B) [+ bias], row-major) on top of isa.
  * Threads split C into a grid of blocks of whole micro-tiles, each thread packing what it reads,
  * so a call has no barrier but its end; every C element is summed in the same order whatever the
- * thread count, so results are bit-identical for any thread count. Per thread it packs into one A
+ * thread count and whatever thread sums it, so results are bit-identical for any thread count, and
+ * the blocks can follow the threads' measured speeds (gptc_gemm_block_of). Per thread it packs into one A
  * block of round_up(min(kc,K), kstep) x round_up(min(mc, rows), mr) elements and one B panel of
- * round_up(min(kc,K), kstep) x round_up(min(nc, cols), nr) elements, esize bytes each. */
+ * round_up(min(kc,K), kstep) x round_up(min(nc, cols), nr) elements, esize bytes each, its buffers
+ * sized for the tallest and widest block any speeds could give it. */
 void gptc_gemm_blocked(const gptc_gemm_isa *isa, int transA, int transB, int M, int N, int K, const float *A,
                        int lda, const float *B, int ldb, float beta, const float *bias, float *C, int ldc);
+
+/* The block of C that thread t of a team of `threads` gets in such a call of M x N x K: rows [r0, r1), columns
+ * [c0, c1) (all 0 when the call runs on fewer threads). The split follows the calling thread's team weights
+ * as they are now (core/team.h: each thread's share in proportion to its measured speed; the bits do not
+ * depend on it). */
+void gptc_gemm_block_of(const gptc_gemm_isa *g, int M, int N, int K, int threads, int t, int *r0, int *r1, int *c0,
+                        int *c1);
 
 /* The same with operands that may be stored in bf16 (kernels.h gemm_bf16_in16: in16 bits
  * GPTC_GEMM_A16, GPTC_GEMM_B16): a bf16 operand is packed by isa->pack16 and not rounded again. The

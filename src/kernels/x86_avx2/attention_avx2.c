@@ -7,6 +7,7 @@
 #include "kernels/attention.h"
 #include "core/core.h"
 #include "core/profile.h"
+#include "core/team.h"
 
 #include <immintrin.h>
 #include <math.h>
