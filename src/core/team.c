@@ -126,19 +126,22 @@ void gptc_team_set_speeds(int n, const double *s) {
     for (int i = 0; i < n && i < GPTC_TEAM_MAX; i++) t->s[i] = s[i];
 }
 
-void gptc_team_run_begin(gptc_team_run *r, int P) {
+void gptc_team_run_begin(gptc_team_run *r, int P, int n) {
     r->P = P;
-    r->n = omp_get_max_threads();
-    if (r->n > GPTC_TEAM_MAX) r->n = 0; /* an even split, nothing learned */
-    else gptc_team_weights(r->n, r->w);
+    r->n = n > GPTC_TEAM_MAX ? 0 : n; /* 0: an even split, nothing learned */
+    gptc_team_weights(r->n, r->w);
     for (int i = 0; i < r->n; i++) r->work[i] = r->secs[i] = 0;
+}
+
+void gptc_team_run_start(gptc_team_run *r) {
+    if (omp_get_num_threads() == r->n) r->t0[omp_get_thread_num()] = gptc_now();
 }
 
 void gptc_team_run_items(gptc_team_run *r, int *lo, int *hi) {
     const int n = omp_get_num_threads(), t = omp_get_thread_num();
     const int *w = n == r->n ? r->w : NULL;
     *lo = gptc_team_part(r->P, n, t, w), *hi = gptc_team_part(r->P, n, t + 1, w);
-    if (n == r->n) r->t0[t] = gptc_now();
+    gptc_team_run_start(r);
 }
 
 void gptc_team_run_done(gptc_team_run *r, double work) {

@@ -40,16 +40,19 @@ int gptc_team_part_max(int P, int n);
 void gptc_team_learn(int n, const double *work, const double *secs);
 
 /* A parallel region's items split by the team's weights, and its timings reported. Before the region,
- * gptc_team_run_begin(&r, P) takes the calling thread's weights for a team of omp_get_max_threads(); in the
- * region, each thread gets its items [lo, hi) from gptc_team_run_items (which starts its clock; a region of
- * another size splits evenly) and reports its work with gptc_team_run_done; after it, gptc_team_run_end
- * learns from the timings. For regions whose results do not depend on which thread computes an item. */
+ * gptc_team_run_begin(&r, P, n) takes the calling thread's weights for the region's n threads (w; more than
+ * GPTC_TEAM_MAX: an even split, nothing learned); in the region, each thread gets its items [lo, hi) from
+ * gptc_team_run_items (a region of another size splits evenly), which starts its clock — a region that
+ * splits its own way by w starts it with gptc_team_run_start —, and reports its work with
+ * gptc_team_run_done; after it, gptc_team_run_end learns from the timings. For regions whose results do
+ * not depend on which thread computes an item. */
 typedef struct gptc_team_run {
     int P, n;
     int w[GPTC_TEAM_MAX];
     double t0[GPTC_TEAM_MAX], work[GPTC_TEAM_MAX], secs[GPTC_TEAM_MAX];
 } gptc_team_run;
-void gptc_team_run_begin(gptc_team_run *r, int P);
+void gptc_team_run_begin(gptc_team_run *r, int P, int n);
+void gptc_team_run_start(gptc_team_run *r);
 void gptc_team_run_items(gptc_team_run *r, int *lo, int *hi);
 void gptc_team_run_done(gptc_team_run *r, double work);
 void gptc_team_run_end(gptc_team_run *r);

@@ -360,13 +360,13 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
 #undef TILE_SQ
 }
 
-/* How a call splits C over threads: nt threads in a tm x tn grid of mpan x npan micro-panels; w: the threads'
- * weights (core/team.h), by which the rows go to the grid's rows of threads (each row of threads weighing
+/* How a call splits C over threads: nt threads in a tm x tn grid of mpan x npan micro-panels; run.w: the
+ * threads' weights (core/team.h; run also takes the threads' timings), by which the rows go to the grid's rows of threads (each row of threads weighing
  * what its threads weigh together) and each row's columns to its threads. A tile's bits do not depend on
  * the thread that sums it, so the split may follow the threads' speeds. */
 typedef struct gemm_split {
     int nt, tm, tn, mpan, npan;
-    int w[GPTC_TEAM_MAX];
+    gptc_team_run run;
 } gemm_split;
 
 static gemm_split split_for(const gptc_gemm_isa *g, int M, int N, int K, int max_threads) {
@@ -376,7 +376,7 @@ static gemm_split split_for(const gptc_gemm_isa *g, int M, int N, int K, int max
     if (s.nt > s.mpan * s.npan) s.nt = s.mpan * s.npan;
     if (s.nt > GPTC_TEAM_MAX) s.nt = GPTC_TEAM_MAX; /* the threads with weights */
     choose_grid(g, s.nt, s.mpan, s.npan, &s.tm, &s.tn);
-    gptc_team_weights(s.nt, s.w);
+    gptc_team_run_begin(&s.run, 0, s.nt);
     return s;
 }
 
@@ -388,9 +388,9 @@ static void thread_block(const gptc_gemm_isa *g, const gemm_split *s, int t, int
     int rw[GPTC_TEAM_MAX]; /* the weights of the rows of threads */
     for (int i = 0; i < s->tm; i++) {
         rw[i] = 0;
-        for (int j = 0; j < s->tn; j++) rw[i] += s->w[i * s->tn + j];
+        for (int j = 0; j < s->tn; j++) rw[i] += s->run.w[i * s->tn + j];
     }
-    const int *cw = s->w + ti * s->tn;
+    const int *cw = s->run.w + ti * s->tn;
     *r0 = gptc_team_part(s->mpan, s->tm, ti, rw) * MR;
     *r1 = GEMM_MIN(gptc_team_part(s->mpan, s->tm, ti + 1, rw) * MR, M);
     *c0 = gptc_team_part(s->npan, s->tn, tj, cw) * NR;
@@ -447,19 +447,16 @@ static void blocked_run(const gptc_gemm_isa *g, int transA, int transB, int M, i
     }
     const gemm_src sa = src_a(g, in16, K, M), sb = src_b(g, in16, K, N);
     GPTC_ASSERT(!sb.panels || (!transB && GPTC_MV_PANEL % g->nr == 0));
-    const gemm_split s = split_for(g, M, N, K, omp_get_max_threads());
-
-    double work[GPTC_TEAM_MAX], secs[GPTC_TEAM_MAX]; /* each thread's FLOPs and seconds, for the team's speeds */
+    gemm_split s = split_for(g, M, N, K, omp_get_max_threads()); /* its run takes the threads' timings */
     const int rows = most_rows(g, &s, M), cols = most_cols(g, &s, N);
 #pragma omp parallel num_threads(s.nt)
     {
         const int t = omp_get_thread_num();
         int r0, r1, c0, c1;
         thread_block(g, &s, t, M, N, &r0, &r1, &c0, &c1);
-        work[t] = secs[t] = 0;
         if (r0 < r1 && c0 < c1) {
             gptc_prof_begin(GPTC_PROF_THREAD, "gemm.thread", -1); /* this thread's block, without the end's wait */
-            const double t0 = gptc_now();
+            gptc_team_run_start(&s.run);
             char *apack = (char *)gptc_workspace_get(&tl_apack, apack_floats(g, K, 0, rows));
             char *bpack = sb.prepacked ? NULL : (char *)gptc_workspace_get(&tl_bpack, bpack_floats(g, K, 0, cols));
             if (g->thread_begin) g->thread_begin();
@@ -471,11 +468,12 @@ static void blocked_run(const gptc_gemm_isa *g, int transA, int transB, int M, i
                         tiles[(size_t)(i / g->mr) * s.npan + j / g->nr] =
                             tile_sumsq(C + (size_t)i * ldc + j, ldc, GEMM_MIN(g->mr, r1 - i), GEMM_MIN(g->nr, c1 - j));
             if (g->thread_end) g->thread_end();
-            work[t] = 2.0 * (r1 - r0) * (c1 - c0) * K, secs[t] = gptc_now() - t0;
-            gptc_prof_end(work[t], 0);
+            const double flops = 2.0 * (r1 - r0) * (c1 - c0) * K;
+            gptc_team_run_done(&s.run, flops);
+            gptc_prof_end(flops, 0);
         }
     }
-    gptc_team_learn(s.nt, work, secs);
+    gptc_team_run_end(&s.run);
 }
 
 void gptc_gemm_blocked_in16(const gptc_gemm_isa *g, int transA, int transB, int M, int N, int K, const void *A,
