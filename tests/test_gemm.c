@@ -211,28 +211,32 @@ TEST(gemm_deterministic_threads) {
 
 /* The B_IN_L1 order packing B's micro-panels inside the first A block's tiles (the ISA's kernel_copy) gives
  * the bits of packing the B panel before them: fp32, and bf16 from bf16 rows or matvec's bf16 panels (odd
- * depth blocks, and bf16 panels from fp32 sources, packed before the tiles); blockings small enough for
- * many column, depth and row blocks, tiles that copy no rows, ragged last micro-panels, beta 0 and 1 with a
- * bias, 1 and 2 threads. */
+ * depth blocks, and bf16 panels from fp32 sources, packed before the tiles), from B's rows and (copy_t32)
+ * from B^T's (depth blocks of whole 16-row blocks; the others packed before the tiles); blockings small
+ * enough for many column, depth and row blocks, tiles that copy no rows, ragged last micro-panels, beta 0
+ * and 1 with a bias, 1 and 2 threads. */
 TEST(gemm_packing_b_inside_the_tiles_changes_no_bits) {
-    static const int shapes[][3] = {{40, 100, 45}, {37, 64, 20}, {100, 70, 7}, {12, 200, 300}, {5, 33, 64}};
+    static const int shapes[][3] = {{40, 100, 45}, {37, 64, 20}, {100, 70, 7}, {12, 200, 300}, {5, 33, 64},
+                                    {37, 96, 320}};
     int cases = 0;
     isa_case c[4];
     const int nc = blocked_isas(c);
     for (int ci = 0; ci < nc; ci++) {
         const int which = c[ci].bf16;
         if (!c[ci].g->kernel_copy) continue;
-        for (int blocking = 0; blocking < 2; blocking++) {
+        for (int blocking = 0; blocking < 3; blocking++) {
             gptc_gemm_isa fused = *c[ci].g;
             fused.order = GPTC_GEMM_B_IN_L1;
-            if (blocking) fused.mc = 3 * fused.mr, fused.kc = 20, fused.nc = 3 * fused.nr;
+            if (blocking) fused.mc = 3 * fused.mr, fused.kc = blocking == 1 ? 20 : 64, fused.nc = 3 * fused.nr;
             gptc_gemm_isa plain = fused;
             plain.kernel_copy = NULL;
             for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
-                for (int t = 0; t < 4; t++)
-                    for (int src16 = 0; src16 <= 2 * which; src16++, cases++) { /* 2: matvec's bf16 panels */
-                        const int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], ta = t & 1;
-                        const int nt = 1 + (t >> 1);
+                for (int t = 0; t < 8; t++)
+                    for (int src16 = 0; src16 <= 2 * which; src16++) { /* 2: matvec's bf16 panels */
+                        const int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], ta = t & 1, tb = t >> 2;
+                        if (tb && (src16 == 2 || !fused.copy_t32)) continue; /* panels are B's rows */
+                        cases++;
+                        const int nt = 1 + ((t >> 1) & 1);
                         const int in16 = (src16 ? GPTC_GEMM_B16 : 0) | (src16 == 2 ? GPTC_GEMM_B_PANELS : 0);
                         const float beta = (float)(t & 1);
                         float *A = rand_buf((size_t)M * K), *B = rand_buf((size_t)K * N), *bias = rand_buf(N);
@@ -243,17 +247,17 @@ TEST(gemm_packing_b_inside_the_tiles_changes_no_bits) {
                         void *P = aligned_alloc(64, (pbytes + 63) / 64 * 64);
                         gptc_matvec_pack(P, 1, B, N, 0, K, N);
                         const void *Bs = src16 == 2 ? P : src16 ? (const void *)B16 : (const void *)B;
-                        const int ldb = src16 == 2 ? 0 : N;
+                        const int ldb = src16 == 2 ? 0 : tb ? K : N; /* tb: B read as the (N,K) matrix it holds */
                         memcpy(C2, C1, (size_t)M * N * sizeof(float));
                         int saved = omp_get_max_threads();
                         omp_set_num_threads(nt);
                         const int lda = ta ? M : K;
-                        gptc_gemm_blocked_in16(&plain, ta, 0, M, N, K, A, lda, Bs, ldb, in16, beta, bias, C1, N);
-                        gptc_gemm_blocked_in16(&fused, ta, 0, M, N, K, A, lda, Bs, ldb, in16, beta, bias, C2, N);
+                        gptc_gemm_blocked_in16(&plain, ta, tb, M, N, K, A, lda, Bs, ldb, in16, beta, bias, C1, N);
+                        gptc_gemm_blocked_in16(&fused, ta, tb, M, N, K, A, lda, Bs, ldb, in16, beta, bias, C2, N);
                         omp_set_num_threads(saved);
                         CHECK_MSG(memcmp(C1, C2, (size_t)M * N * sizeof(float)) == 0,
-                                  "%s %s blocking %d %dx%dx%d ta=%d src16=%d threads %d: differ", c[ci].level,
-                                  which ? "bf16" : "fp32", blocking, M, N, K, ta, src16, nt);
+                                  "%s %s blocking %d %dx%dx%d ta=%d tb=%d src16=%d threads %d: differ", c[ci].level,
+                                  which ? "bf16" : "fp32", blocking, M, N, K, ta, tb, src16, nt);
                         free(A), free(B), free(B16), free(bias), free(C1), free(C2), free(P);
                     }
         }

@@ -301,11 +301,15 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
      * stores and shuffles run beside the multiply-adds. Packed before the tiles, B's panel took 8 % of GPT-2's
      * forward products at B.T = 256 on Zen 5 with its operands in cache, 14 % from memory; bf16 pairs rounded
      * from floats inside the tiles cost the weight gradients 3-6 % (the conversions share the pipes of
-     * vdpbf16ps), so those are packed before (docs/performance.md, tenth session). */
-    const bool fuse = g->kernel_copy && !transB && !sb.prepacked && sb.x16 == (g->kstep == 2) &&
-                      (!sb.panels || g->nr == 32) && !g->pack_b && !g->round_bf16;
+     * vdpbf16ps), so those are packed before (docs/performance.md, tenth session). B^T (the input gradients'
+     * W, the classifier's wte) is copied the same way where the ISA's kernel moves 16 x 16 blocks of its words
+     * between its depths (copy_t32), in whole blocks of 16 packed rows. */
+    const bool rows_fuse = !transB && (!sb.panels || g->nr == 32), t32 = transB && g->copy_t32 && !sb.panels;
+    const bool fuse = g->kernel_copy && (rows_fuse || t32) && !sb.prepacked && sb.x16 == (g->kstep == 2) &&
+                      !g->pack_b && !g->round_bf16;
     const size_t ses = sb.x16 ? sizeof(uint16_t) : sizeof(float); /* B's elements */
-    const int form = sb.panels ? GPTC_GEMM_COPY_PANELS16 : sb.x16 ? GPTC_GEMM_COPY_BF16 : GPTC_GEMM_COPY_F32;
+    const int form = t32 ? GPTC_GEMM_COPY_T32 : sb.panels ? GPTC_GEMM_COPY_PANELS16 : sb.x16 ? GPTC_GEMM_COPY_BF16 : GPTC_GEMM_COPY_F32;
+    const int unit = t32 ? 16 : 1; /* packed rows a copy moves together */
     const int MC = g->mc;
     for (int jc = c0; jc < c1; jc += NC) {
         const int nc = GEMM_MIN(NC, c1 - jc);
@@ -314,7 +318,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
             const size_t kbytes = row_bytes(g, kc);
             const float bt = pc == 0 ? beta : 1.0f;
             const float *bs = pc == 0 ? bias : NULL;
-            const bool fused = fuse && kc % g->kstep == 0; /* whole depth pairs */
+            const bool fused = fuse && kc % (g->kstep * unit) == 0; /* whole depth pairs, whole blocks */
             const char *bp = fused ? bpack : b_panel(g, sb, transB, B, ldb, jc, pc, nc, kc, bpack);
             for (int ic = r0; ic < r1; ic += MC) {
                 const int mc = GEMM_MIN(MC, r1 - ic);
@@ -323,21 +327,25 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                     /* the first micro-panel packed before the tiles; each next whole one copied by the tiles
                      * of the one before, a share of its packed rows (depths, or depth pairs) each; a ragged
                      * last one packed after them */
-                    const int prows = kc / g->kstep, tiles = (mc + MR - 1) / MR, per = (prows + tiles - 1) / tiles;
-                    pack_panels(g, sb, 1, B, ldb, jc, pc, GEMM_MIN(NR, nc), kc, NR, bpack);
+                    const int prows = kc / g->kstep, tiles = (mc + MR - 1) / MR;
+                    const int per = ((prows + tiles - 1) / tiles + unit - 1) / unit * unit;
+                    pack_panels(g, sb, !transB, B, ldb, jc, pc, GEMM_MIN(NR, nc), kc, NR, bpack);
                     for (int jr = 0; jr < nc; jr += NR) {
                         const int nx = jr + NR;
                         if (nx + NR > nc) {
                             for (int ir = 0; ir < mc; ir += MR) GEMM_TILE(ir, jr);
                             if (nx < nc)
-                                pack_panels(g, sb, 1, B, ldb, jc + nx, pc, nc - nx, kc, NR,
+                                pack_panels(g, sb, !transB, B, ldb, jc + nx, pc, nc - nx, kc, NR,
                                             bpack + (size_t)nx * kbytes);
                             continue;
                         }
-                        /* from B's rows, or its next micro-panel's run of 32 columns in a panel (kernels.h) */
+                        /* from B's rows, its next micro-panel's run of 32 columns in a panel (kernels.h), or
+                         * (B^T) the rows that are its columns; a packed row's step in the source */
                         const size_t at = sb.panels ? gptc_matvec_panel_at(sb.K, pc, jc + nx, 1)
+                                          : transB  ? (size_t)(jc + nx) * ldb + pc
                                                     : (size_t)pc * ldb + jc + nx;
                         const size_t lds = sb.panels ? GPTC_MV_PANEL : (size_t)ldb;
+                        const size_t step = (size_t)g->kstep * (transB ? 1 : lds) * ses;
                         const char *src = (const char *)B + at * ses;
                         char *dst = bpack + (size_t)nx * kbytes;
                         for (int ir = 0, t = 0; ir < mc; ir += MR, t++) {
@@ -345,7 +353,7 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
                             g->kernel_copy(kc, apack + (size_t)ir * kbytes, bp + (size_t)jr * kbytes,
                                            C + (size_t)(ic + ir) * ldc + jc + jr, ldc, GEMM_MIN(MR, mc - ir), NR, bt,
                                            bs ? bs + jc + jr : NULL, TILE_SQ(ir, jr),
-                                           src + (size_t)row * g->kstep * lds * ses, lds,
+                                           src + (size_t)row * step, lds,
                                            form, dst + (size_t)row * NR * g->esize * g->kstep, rows);
                         }
                     }

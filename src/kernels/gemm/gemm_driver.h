@@ -27,13 +27,18 @@ typedef void (*gptc_gemm_ukernel)(int kc, const void *a, const void *b, float *c
 
 /* The microkernel that also packs (NULL: none): the tile above, and meanwhile packed rows r < rows of the
  * next B micro-panel written at dst (64-byte aligned; packed row r at dst + r*nr*esize*kstep bytes) from
- * op(B) = B (transB 0) in rows of lds elements at src — row r from source rows r*s .. r*s+s-1 (s = kstep),
- * in the source form below, as the ISA's packer writes it. Its loads and stores run in the shadow of the
- * tile's multiply-adds, which packing B before the tiles does not (gemm_driver.c). */
+ * the source at src, in the form below, as the ISA's packer writes it: op(B) = B (transB 0) in rows of lds
+ * elements — packed row r from source rows r*s .. r*s+s-1 (s = kstep) — or, in the transposed form, op(B) =
+ * B^T (transB 1), the micro-panel's columns the source's rows (lds elements apart) — packed row r from
+ * elements r*s .. r*s+s-1 of each. Its loads and stores run in the shadow of the tile's multiply-adds,
+ * which packing B before the tiles does not (gemm_driver.c). */
 enum {
     GPTC_GEMM_COPY_F32,      /* floats, in order: the fp32 layout's one depth per packed row */
     GPTC_GEMM_COPY_BF16,     /* bf16 values, in order: the bf16 layout's depth pair */
     GPTC_GEMM_COPY_PANELS16, /* runs of matvec's bf16 panel form (kernels.h GPTC_MV_PANEL): the same pair */
+    GPTC_GEMM_COPY_T32,      /* the transposed form, 32-bit words (fp32 values, or bf16 depth pairs of a bf16
+                              * source): moved 16 packed rows x 16 columns at a time, so row and rows are
+                              * multiples of 16 (the ISA's copy_t32) */
 };
 typedef void (*gptc_gemm_ukernel_copy)(int kc, const void *a, const void *b, float *c, int ldc, int m, int n,
                                        float beta, const float *bias, double *sumsq, const void *src, size_t lds,
@@ -73,6 +78,7 @@ typedef struct gptc_gemm_isa {
     gptc_gemm_ukernel kernel;
     gptc_gemm_ukernel_copy kernel_copy; /* NULL, or the kernel packing B's next micro-panel (kstep 1 or 2,
                                          * no rounding, pack_b NULL) */
+    int copy_t32;           /* 1: kernel_copy also takes GPTC_GEMM_COPY_T32 (nr a multiple of 16) */
     gptc_gemm_pack pack;    /* may be NULL (fp32 layout only) */
     /* NULL: B is packed by pack too. Else B's packer, whose micro-panels keep the size above (nr x kcp
      * elements) but may order them their own way (AMX: B in k pairs while A is in runs of 32 k). */

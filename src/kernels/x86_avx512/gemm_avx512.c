@@ -109,31 +109,67 @@ static inline __attribute__((always_inline)) void prefetch_c(const float *c, int
  * 16 rows are a few hundred nanoseconds: a trip to memory) */
 #define COPY_PF_ROWS 16
 
+/* The transposed copy (GPTC_GEMM_COPY_T32) in units: unit u moves packed rows 16*(u/2) .. +15 of the next B
+ * micro-panel's columns 16*(u%2) .. +15 — the 64 bytes at 64*(u/2) of each of those columns' 16 source rows,
+ * ldsb bytes apart — through transpose16: fp32 values (a packed row a depth), or bf16 depth pairs (a packed row
+ * a pair: 16 pairs are 64 bytes of a bf16 row too). A packed row is NR words, at dst + row*NR*4 bytes. */
+#define T32_UNITS(rows) ((rows) / 16 * (NR / 16))
+static inline __attribute__((always_inline)) const char *t32_unit_src(const char *src, size_t ldsb, int u) {
+    return src + (size_t)(u % (NR / 16)) * 16 * ldsb + (size_t)(u / (NR / 16)) * 64;
+}
+static inline __attribute__((always_inline)) void copy_t32_unit(const char *src, size_t ldsb, char *dst, int u) {
+    const char *s = t32_unit_src(src, ldsb, u);
+    __m512 t[16];
+    for (int i = 0; i < 16; i++) t[i] = _mm512_loadu_ps((const float *)(s + (size_t)i * ldsb));
+    transpose16(t);
+    char *d = dst + (size_t)(u / (NR / 16)) * 16 * NR * 4 + (size_t)(u % (NR / 16)) * 64;
+    for (int j = 0; j < 16; j++) _mm512_store_ps((float *)(d + (size_t)j * NR * 4), t[j]);
+}
+/* Units asked for ahead of their copy: two blocks of 16 packed rows, a few hundred nanoseconds of the tile (a
+ * trip to memory: the weights of an input gradient come from there) */
+#define T32_PF_UNITS (2 * (NR / 16))
+static inline __attribute__((always_inline)) void prefetch_t32_unit(const char *src, size_t ldsb, int u) {
+    const char *s = t32_unit_src(src, ldsb, u);
+    for (int i = 0; i < 16; i++) _mm_prefetch(s + (size_t)i * ldsb, _MM_HINT_T1);
+}
+
 /* fp32: c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed floats,
  * m <= R <= MR: only the first R rows are computed (R a constant: the body for a whole tile, or for the
  * few rows of a matrix's ragged last one). Each element is the same sum in the same order whatever R.
  * Meanwhile (kernel_copy; rows 0, a constant, for the plain kernel: none) rows r = 0..rows-1 (rows <= kc)
  * of NR floats are copied from src + r*lds to dst + r*NR: one row after every kc/rows depths, each asked
  * for COPY_PF_ROWS rows ahead (the first ones at the start; those of the rows after the last, the next
- * tile's, by the last). */
+ * tile's, by the last). tr (a constant): the transposed form instead, rows a multiple of 16, its units
+ * (T32_UNITS) spread the same way over the depths and asked for T32_PF_UNITS ahead. */
 static inline __attribute__((always_inline)) void tile_f32(int kc, const float *restrict a, const float *restrict b,
                                                            float *restrict c, int ldc, int m, int n, float beta,
                                                            const float *restrict bias, const float *restrict src,
                                                            size_t lds, float *restrict dst, int rows,
-                                                           double *restrict sumsq, const int R) {
+                                                           double *restrict sumsq, const int tr, const int R) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     prefetch_c(c, ldc, m);
-    for (int r = 0; r < rows && r < COPY_PF_ROWS; r++) prefetch_run(src, r * lds, sizeof(float), NR);
-    const int every = rows > 0 ? kc / rows : kc;
     int k = 0;
-    for (int r = 0; r < rows; r++) {
-        for (int e = 0; e < every; e++, k++) TILE_F32_STEP(k);
-        const float *s = src + r * lds;
-        _mm512_store_ps(dst + (size_t)r * NR, _mm512_loadu_ps(s));
-        _mm512_store_ps(dst + (size_t)r * NR + 16, _mm512_loadu_ps(s + 16));
-        prefetch_run(s, COPY_PF_ROWS * lds, sizeof(float), NR); /* past the last row: the next tile's first */
+    if (tr) {
+        const size_t ldsb = lds * sizeof(float);
+        const int units = T32_UNITS(rows), every = units > 0 ? kc / units : kc;
+        for (int u = 0; u < units && u < T32_PF_UNITS; u++) prefetch_t32_unit((const char *)src, ldsb, u);
+        for (int u = 0; u < units; u++) {
+            for (int e = 0; e < every; e++, k++) TILE_F32_STEP(k);
+            copy_t32_unit((const char *)src, ldsb, (char *)dst, u);
+            prefetch_t32_unit((const char *)src, ldsb, u + T32_PF_UNITS); /* past the last: the next tile's */
+        }
+    } else {
+        for (int r = 0; r < rows && r < COPY_PF_ROWS; r++) prefetch_run(src, r * lds, sizeof(float), NR);
+        const int every = rows > 0 ? kc / rows : kc;
+        for (int r = 0; r < rows; r++) {
+            for (int e = 0; e < every; e++, k++) TILE_F32_STEP(k);
+            const float *s = src + r * lds;
+            _mm512_store_ps(dst + (size_t)r * NR, _mm512_loadu_ps(s));
+            _mm512_store_ps(dst + (size_t)r * NR + 16, _mm512_loadu_ps(s + 16));
+            prefetch_run(s, COPY_PF_ROWS * lds, sizeof(float), NR); /* past the last row: the next tile's first */
+        }
     }
 #pragma GCC unroll 4
     for (; k < kc; k++) TILE_F32_STEP(k);
@@ -154,14 +190,17 @@ static inline __attribute__((always_inline)) void tile_f32(int kc, const float *
 
 static void kernel_avx512(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
                           float beta, const float *restrict bias, double *sumsq) {
-    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, NULL, 0, sumsq);
+    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, NULL, 0, sumsq, 0);
 }
 
 static void kernel_avx512_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
                                float beta, const float *restrict bias, double *sumsq, const void *src, size_t lds,
                                int form, void *dst, int rows) {
-    GPTC_ASSERT(form == GPTC_GEMM_COPY_F32);
-    KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows, sumsq);
+    GPTC_ASSERT(form == GPTC_GEMM_COPY_F32 || (form == GPTC_GEMM_COPY_T32 && rows % 16 == 0));
+    if (form == GPTC_GEMM_COPY_T32)
+        KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows, sumsq, 1);
+    else
+        KERNEL_BY_ROWS(tile_f32, kc, a, b, c, ldc, m, n, beta, bias, src, lds, dst, rows, sumsq, 0);
 }
 
 /* A 32-bit word that may alias the bf16 pairs the packers write. */
@@ -345,13 +384,13 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
  * written: pair r from bf16 source rows 2r and 2r + 1 (lds elements apart) interleaved as pack_pairs_any
  * interleaves them, to dst + r*NR words — rows of values in order, or (panels) runs of matvec's bf16 panel
  * form, word i holding columns i and 16 + i; one pair after every pairs/rows depth pairs, each asked for
- * COPY_PF_ROWS pairs ahead. */
+ * COPY_PF_ROWS pairs ahead. tr (a constant): the transposed form of bf16 rows instead, as tile_f32's. */
 static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_pair *restrict a,
                                                                  const __m512i *restrict b, float *restrict c,
                                                                  int ldc, int m, int n, float beta,
                                                                  const float *restrict bias, const void *src,
                                                                  size_t lds, int panels, void *dst_, int rows,
-                                                                 double *restrict sumsq, const int R) {
+                                                                 double *restrict sumsq, const int tr, const int R) {
     uint16_t *dst = dst_;
     const __m512i interleave = pair_interleave();
     /* from a panel run a (row 2r) and b (row 2r + 1), halfwords 2i = column i, 2i + 1 = column 16 + i: the
@@ -364,9 +403,21 @@ static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_p
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     prefetch_c(c, ldc, m);
-    for (int r = 0; r < 2 * rows && r < 2 * COPY_PF_ROWS; r++) prefetch_run(src, (size_t)r * lds, es, NR);
-    const int pairs = (kc + 1) / 2, every = rows > 0 ? pairs / rows : pairs;
+    const int pairs = (kc + 1) / 2;
     int q = 0;
+    if (tr) {
+        const size_t ldsb = lds * es;
+        const int units = T32_UNITS(rows), every = units > 0 ? pairs / units : pairs;
+        for (int u = 0; u < units && u < T32_PF_UNITS; u++) prefetch_t32_unit((const char *)src, ldsb, u);
+        for (int u = 0; u < units; u++) {
+            for (int e = 0; e < every; e++, q++) TILE_BF16_STEP(q);
+            copy_t32_unit((const char *)src, ldsb, (char *)dst, u);
+            prefetch_t32_unit((const char *)src, ldsb, u + T32_PF_UNITS); /* past the last: the next tile's */
+        }
+        rows = 0; /* nothing of the row copy below */
+    }
+    for (int r = 0; r < 2 * rows && r < 2 * COPY_PF_ROWS; r++) prefetch_run(src, (size_t)r * lds, es, NR);
+    const int every = rows > 0 ? pairs / rows : pairs;
     for (int r = 0; r < rows; r++) {
         for (int e = 0; e < every; e++, q++) TILE_BF16_STEP(q);
         const size_t x = (size_t)2 * r * lds;
@@ -392,15 +443,19 @@ static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_p
 
 static void kernel_avx512_bf16(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
                                float beta, const float *restrict bias, double *sumsq) {
-    KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, 0, NULL, 0, sumsq);
+    KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias, NULL, 0, 0, NULL, 0, sumsq, 0);
 }
 
 static void kernel_avx512_bf16_copy(int kc, const void *a, const void *b, float *restrict c, int ldc, int m, int n,
                                     float beta, const float *restrict bias, double *sumsq, const void *src, size_t lds,
                                     int form, void *dst, int rows) {
-    GPTC_ASSERT(kc % 2 == 0 && (form == GPTC_GEMM_COPY_BF16 || form == GPTC_GEMM_COPY_PANELS16));
-    KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias, src, lds, form == GPTC_GEMM_COPY_PANELS16, dst,
-                   rows, sumsq);
+    GPTC_ASSERT(kc % 2 == 0 && (form == GPTC_GEMM_COPY_BF16 || form == GPTC_GEMM_COPY_PANELS16 ||
+                                (form == GPTC_GEMM_COPY_T32 && rows % 16 == 0)));
+    if (form == GPTC_GEMM_COPY_T32)
+        KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias, src, lds, 0, dst, rows, sumsq, 1);
+    else
+        KERNEL_BY_ROWS(tile_bf16, kc, a, b, c, ldc, m, n, beta, bias, src, lds, form == GPTC_GEMM_COPY_PANELS16, dst,
+                       rows, sumsq, 0);
 }
 
 static void pack_avx512_bf16(int trans, const float *X, int ldx, int i0, int k0, int m, int kc, int r, void *out) {
@@ -420,14 +475,14 @@ static void pack16_avx512_bf16(int trans, const uint16_t *X, int ldx, int i0, in
  * and columns — so gemm_bf16 never needs more packing bytes than the fp32 gemm on the same shape. */
 static gptc_gemm_isa k_isa = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 768, .nc = 3072, .esize = 4, .kstep = 1,
-    .kernel = kernel_avx512, .kernel_copy = kernel_avx512_copy, .pack = pack_avx512, .pack16 = pack16_avx512,
-    .kernel_sumsq = 1,
+    .kernel = kernel_avx512, .kernel_copy = kernel_avx512_copy, .copy_t32 = 1, .pack = pack_avx512,
+    .pack16 = pack16_avx512, .kernel_sumsq = 1,
 };
 
 static gptc_gemm_isa k_isa_bf16 = {
     .mr = MR, .nr = NR, .mc = 144, .kc = 1536, .nc = 3072, .esize = 2, .kstep = 2,
-    .kernel = kernel_avx512_bf16, .kernel_copy = kernel_avx512_bf16_copy, .pack = pack_avx512_bf16,
-    .pack16 = pack16_avx512_bf16, .kernel_sumsq = 1,
+    .kernel = kernel_avx512_bf16, .kernel_copy = kernel_avx512_bf16_copy, .copy_t32 = 1,
+    .pack = pack_avx512_bf16, .pack16 = pack16_avx512_bf16, .kernel_sumsq = 1,
 };
 
 /* p[0..n) rounded to bf16 in place, 16 at a time: gptc_gemm_round_bf16's bits (ties to even, NaNs kept
