@@ -302,8 +302,9 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
      * forward products at B.T = 256 on Zen 5 with its operands in cache, 14 % from memory; bf16 pairs rounded
      * from floats inside the tiles cost the weight gradients 3-6 % (the conversions share the pipes of
      * vdpbf16ps), so those are packed before (docs/performance.md, tenth session). B^T (the input gradients'
-     * W, the classifier's wte) is copied the same way where the ISA's kernel moves 16 x 16 blocks of its words
-     * between its depths (copy_t32), in whole blocks of 16 packed rows. */
+     * W, the classifier's wte) is copied the same way where the ISA's kernel transposes its words between its
+     * depths (copy_t32), in whole blocks of 16 packed rows: at GPT-2's B.T = 256 the input gradients ran 8-12 %
+     * faster in the step than with B^T packed before the tiles (docs/performance.md, fifteenth session). */
     const bool rows_fuse = !transB && (!sb.panels || g->nr == 32), t32 = transB && g->copy_t32 && !sb.panels;
     const bool fuse = g->kernel_copy && (rows_fuse || t32) && !sb.prepacked && sb.x16 == (g->kstep == 2) &&
                       !g->pack_b && !g->round_bf16;

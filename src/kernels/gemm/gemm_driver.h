@@ -37,8 +37,8 @@ enum {
     GPTC_GEMM_COPY_BF16,     /* bf16 values, in order: the bf16 layout's depth pair */
     GPTC_GEMM_COPY_PANELS16, /* runs of matvec's bf16 panel form (kernels.h GPTC_MV_PANEL): the same pair */
     GPTC_GEMM_COPY_T32,      /* the transposed form, 32-bit words (fp32 values, or bf16 depth pairs of a bf16
-                              * source): moved 16 packed rows x 16 columns at a time, so row and rows are
-                              * multiples of 16 (the ISA's copy_t32) */
+                              * source): moved in blocks of 16 packed rows, so row and rows are multiples of
+                              * 16 (the ISA's copy_t32) */
 };
 typedef void (*gptc_gemm_ukernel_copy)(int kc, const void *a, const void *b, float *c, int ldc, int m, int n,
                                        float beta, const float *bias, double *sumsq, const void *src, size_t lds,
@@ -78,7 +78,7 @@ typedef struct gptc_gemm_isa {
     gptc_gemm_ukernel kernel;
     gptc_gemm_ukernel_copy kernel_copy; /* NULL, or the kernel packing B's next micro-panel (kstep 1 or 2,
                                          * no rounding, pack_b NULL) */
-    int copy_t32;           /* 1: kernel_copy also takes GPTC_GEMM_COPY_T32 (nr a multiple of 16) */
+    int copy_t32;           /* 1: kernel_copy also takes GPTC_GEMM_COPY_T32 */
     gptc_gemm_pack pack;    /* may be NULL (fp32 layout only) */
     /* NULL: B is packed by pack too. Else B's packer, whose micro-panels keep the size above (nr x kcp
      * elements) but may order them their own way (AMX: B in k pairs while A is in runs of 32 k). */

@@ -1,8 +1,9 @@
 /* gemm_avx512.c — AVX-512 GEMM for the portable blocked driver: 12 x 32 microkernels (two zmm per
  * row, beta and bias in one shared fp32 epilogue) for fp32 (FMA) and bf16 (AVX512_BF16 vdpbf16ps on
- * k pairs), and packers that transpose 16 x 16 tiles of 32-bit words in registers (fp32 values, or
- * pairs of bf16 values; each also from bf16 sources, for gemm_bf16_in16). Without AVX512_BF16, gemm_bf16
- * is the fp32 kernel on bf16-rounded panels. */
+ * k pairs), their twins that pack the next B micro-panel between their depths (from B's rows, or
+ * transposing B^T's four columns at a time), and packers that transpose 16 x 16 tiles of 32-bit words
+ * in registers (fp32 values, or pairs of bf16 values; each also from bf16 sources, for gemm_bf16_in16).
+ * Without AVX512_BF16, gemm_bf16 is the fp32 kernel on bf16-rounded panels. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -109,28 +110,43 @@ static inline __attribute__((always_inline)) void prefetch_c(const float *c, int
  * 16 rows are a few hundred nanoseconds: a trip to memory) */
 #define COPY_PF_ROWS 16
 
-/* The transposed copy (GPTC_GEMM_COPY_T32) in units: unit u moves packed rows 16*(u/2) .. +15 of the next B
- * micro-panel's columns 16*(u%2) .. +15 — the 64 bytes at 64*(u/2) of each of those columns' 16 source rows,
- * ldsb bytes apart — through transpose16: fp32 values (a packed row a depth), or bf16 depth pairs (a packed row
- * a pair: 16 pairs are 64 bytes of a bf16 row too). A packed row is NR words, at dst + row*NR*4 bytes. */
-#define T32_UNITS(rows) ((rows) / 16 * (NR / 16))
+/* The transposed copy (GPTC_GEMM_COPY_T32) in units: unit u moves packed rows 16*(u/Q) .. +15 of the next B
+ * micro-panel's four columns 4*(u%Q) .. +3 (Q = NR/4 units per block of 16 packed rows) — the 64 bytes at
+ * 64*(u/Q) of each of those columns' source rows, ldsb bytes apart: fp32 values (a packed row a depth), or bf16
+ * depth pairs (a packed row a pair: 16 pairs are 64 bytes of a bf16 row too) — through two stages of
+ * in-lane interleaves, each 128-bit lane then holding the four columns' words of one packed row. Four rows at a
+ * time keep the tile's accumulators in their registers (a 16 x 16 transpose needs 16 more and spilled them).
+ * A packed row is NR words, at dst + row*NR*4 bytes. */
+#define T32_Q (NR / 4)
+#define T32_UNITS(rows) ((rows) / 16 * T32_Q)
 static inline __attribute__((always_inline)) const char *t32_unit_src(const char *src, size_t ldsb, int u) {
-    return src + (size_t)(u % (NR / 16)) * 16 * ldsb + (size_t)(u / (NR / 16)) * 64;
+    return src + (size_t)(u % T32_Q) * 4 * ldsb + (size_t)(u / T32_Q) * 64;
 }
 static inline __attribute__((always_inline)) void copy_t32_unit(const char *src, size_t ldsb, char *dst, int u) {
     const char *s = t32_unit_src(src, ldsb, u);
-    __m512 t[16];
-    for (int i = 0; i < 16; i++) t[i] = _mm512_loadu_ps((const float *)(s + (size_t)i * ldsb));
-    transpose16(t);
-    char *d = dst + (size_t)(u / (NR / 16)) * 16 * NR * 4 + (size_t)(u % (NR / 16)) * 64;
-    for (int j = 0; j < 16; j++) _mm512_store_ps((float *)(d + (size_t)j * NR * 4), t[j]);
+    const __m512 r0 = _mm512_loadu_ps((const float *)s), r1 = _mm512_loadu_ps((const float *)(s + ldsb));
+    const __m512 r2 = _mm512_loadu_ps((const float *)(s + 2 * ldsb)), r3 = _mm512_loadu_ps((const float *)(s + 3 * ldsb));
+    /* lane l of a0/a1: rows 0, 1 interleaved at words 4l, 4l+1 / 4l+2, 4l+3; a2/a3 the same of rows 2, 3 */
+    const __m512d a0 = _mm512_castps_pd(_mm512_unpacklo_ps(r0, r1)), a1 = _mm512_castps_pd(_mm512_unpackhi_ps(r0, r1));
+    const __m512d a2 = _mm512_castps_pd(_mm512_unpacklo_ps(r2, r3)), a3 = _mm512_castps_pd(_mm512_unpackhi_ps(r2, r3));
+    /* lane l of b[q]: the four rows' word 4l+q — packed row 4l+q of the four columns */
+    const __m512 b[4] = {_mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2)), _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2)),
+                         _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3)), _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3))};
+    char *d = dst + (size_t)(u / T32_Q) * 16 * NR * 4 + (size_t)(u % T32_Q) * 16;
+    for (int q = 0; q < 4; q++) {
+        _mm_store_ps((float *)(d + (size_t)q * NR * 4), _mm512_castps512_ps128(b[q]));
+        _mm_store_ps((float *)(d + (size_t)(4 + q) * NR * 4), _mm512_extractf32x4_ps(b[q], 1));
+        _mm_store_ps((float *)(d + (size_t)(8 + q) * NR * 4), _mm512_extractf32x4_ps(b[q], 2));
+        _mm_store_ps((float *)(d + (size_t)(12 + q) * NR * 4), _mm512_extractf32x4_ps(b[q], 3));
+    }
 }
 /* Units asked for ahead of their copy: two blocks of 16 packed rows, a few hundred nanoseconds of the tile (a
- * trip to memory: the weights of an input gradient come from there) */
-#define T32_PF_UNITS (2 * (NR / 16))
+ * trip to memory: the weights of an input gradient come from there), into L2 (a weight's rows a multiple of
+ * 4 KiB apart share an L1 set) */
+#define T32_PF_UNITS (2 * T32_Q)
 static inline __attribute__((always_inline)) void prefetch_t32_unit(const char *src, size_t ldsb, int u) {
     const char *s = t32_unit_src(src, ldsb, u);
-    for (int i = 0; i < 16; i++) _mm_prefetch(s + (size_t)i * ldsb, _MM_HINT_T1);
+    for (int i = 0; i < 4; i++) _mm_prefetch(s + (size_t)i * ldsb, _MM_HINT_T1);
 }
 
 /* fp32: c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed floats,
