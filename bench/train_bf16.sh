@@ -9,7 +9,9 @@
 # matmuls with OPENBLAS_CORETYPE=SkylakeX where the CPU has AVX-512, OMP_NUM_THREADS=THREADS pinned
 # one per core), gptc with --threads THREADS --pin; both configurations are printed first.
 # Settings, from the environment or NAME=VALUE arguments (arguments win): THREADS (2), STEPS (5),
-# TS ("256"), RUNS (1).
+# TS ("256"), RUNS (1: each run measures all four in turn, a row each; with more, a "median" row per T
+# gives each column's median over the runs, a ratio's the median of the runs' ratios — on a machine whose
+# speed drifts over minutes a ratio of two runs minutes apart says more about the drift).
 set -e
 for arg in "$@"; do
     case "$arg" in
@@ -48,6 +50,12 @@ torch_run() { # dtype T log
         --steps "$STEPS" --dtype "$1" >"$3" 2>&1 || { cat "$3" >&2; exit 1; }
 }
 
+row() { # T run "g32 g16 t32 t16 ratio ratio mfu mfu mfu": one table row
+    echo "$3" | awk -v T="$1" -v run="$2" '{
+        printf "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.1f%% | %.1f%% | %.1f%% |\n", T, run, $1, $2, $3,
+               $4, $5, $6, $7, $8, $9 }'
+}
+
 peer_setup "$THREADS" >"$tmp/peer.txt" || exit 1
 echo "- gptc: $GPTC train --threads $THREADS --pin (one thread per core; OMP_PROC_BIND/OMP_PLACES unset)"
 echo "- PyTorch $(sed 's/^peer: //' "$tmp/peer.txt")"
@@ -70,13 +78,17 @@ for T in $TS; do
         flops=$(field "$tmp/g32.log" "model" "FLOPs/token")
         p32=$(peak "$tmp/g32.log")
         p16=$(peak "$tmp/g16.log")
-        awk -v T="$T" -v run="$run" -v g32="$g32" -v g16="$g16" -v t32="$t32" -v t16="$t16" -v f="$flops" \
-            -v p32="$p32" -v p16="$p16" 'BEGIN {
-            printf "| %d | %d | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.1f%% | %.1f%% | %.1f%% |\n", T, run, g32,
-                   g16, t32, t16, g16 / g32, g16 / t16, 100 * g16 * f / 1e9 / p16, 100 * t16 * f / 1e9 / p16,
-                   100 * g32 * f / 1e9 / p32 }'
+        awk -v g32="$g32" -v g16="$g16" -v t32="$t32" -v t16="$t16" -v f="$flops" -v p32="$p32" -v p16="$p16" 'BEGIN {
+            print g32, g16, t32, t16, g16 / g32, g16 / t16, 100 * g16 * f / 1e9 / p16, 100 * t16 * f / 1e9 / p16,
+                  100 * g32 * f / 1e9 / p32 }' >>"$tmp/runs-$T.txt"
+        row "$T" "$run" "$(tail -n 1 "$tmp/runs-$T.txt")"
         run=$((run + 1))
     done
+    if [ "$RUNS" -gt 1 ]; then
+        m=""
+        for c in 1 2 3 4 5 6 7 8 9; do m="$m $(awk -v c="$c" '{ print $c }' "$tmp/runs-$T.txt" | median)"; done
+        row "$T" median "$m"
+    fi
 done
 echo
 echo "B=4, $THREADS threads; median step of $STEPS steps; peaks measured by gptc's FMA and vdpbf16ps probes in the same run."

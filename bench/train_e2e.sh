@@ -23,8 +23,12 @@
 # linked); without gpt2_tokenizer.bin it only warns. It runs with the same OMP_* settings as the peer.
 #
 # Settings, from the environment or NAME=VALUE arguments (arguments win): THREADS (2), STEPS (5),
-# REF_STEPS (2), TS ("64 256"), LLMC (unset: no llm.c column).
+# REF_STEPS (2), TS ("64 256"), LLMC (unset: no llm.c column), RUNS (1: each run measures gptc, then
+# PyTorch and llm.c, in turn, a row each; the reference kernels run in the first only. With more, a
+# "median" row per T gives each column's median over the runs, a ratio's the median of the runs' ratios:
+# on a machine whose speed drifts over minutes, alternated runs say more than one long one).
 #   e.g.  sh bench/train_e2e.sh STEPS=2 TS=64 LLMC=/tmp/llmc/train_gpt2.c
+#         sh bench/train_e2e.sh RUNS=3 TS=64
 set -e
 for arg in "$@"; do
     case "$arg" in
@@ -33,7 +37,8 @@ for arg in "$@"; do
         REF_STEPS=*) REF_STEPS=${arg#*=} ;;
         TS=*) TS=${arg#*=} ;;
         LLMC=*) LLMC=${arg#*=} ;;
-        *) echo "train_e2e: unknown argument '$arg' (expected THREADS=, STEPS=, REF_STEPS=, TS=, LLMC=)" >&2; exit 2 ;;
+        RUNS=*) RUNS=${arg#*=} ;;
+        *) echo "train_e2e: unknown argument '$arg' (expected THREADS=, STEPS=, REF_STEPS=, TS=, LLMC=, RUNS=)" >&2; exit 2 ;;
     esac
 done
 case "$LLMC" in /*|'') ;; *) LLMC=$(pwd)/$LLMC ;; esac # before the cd below
@@ -42,6 +47,8 @@ THREADS=${THREADS:-2}
 STEPS=${STEPS:-5}
 REF_STEPS=${REF_STEPS:-2}
 TS=${TS:-64 256}
+RUNS=${RUNS:-1}
+case "$RUNS" in '' | *[!0-9]* | 0) echo "train_e2e: RUNS=$RUNS: expected a whole number of runs, 1 or more" >&2; exit 2 ;; esac
 GPTC=build/gptc
 [ -x "$GPTC" ] || { echo "train_e2e: $GPTC not found; run make first" >&2; exit 1; }
 . bench/lib.sh
@@ -98,8 +105,8 @@ echo "- gptc: $GPTC train --threads $THREADS --pin (one thread per core; OMP_PRO
 echo "- PyTorch $(sed 's/^peer: //' "$tmp/peer.txt")"
 [ -n "$LLMC" ] && echo "- llm.c: $LLMC_CC -DLLMC_B=4 -DLLMC_T=T -DLLMC_STEPS=$STEPS train_gpt2.c -lm (a patched copy of $LLMC under $tmp); OMP_NUM_THREADS=$THREADS OMP_PROC_BIND=close OMP_PLACES=cores; median of steps 1..$STEPS"
 echo
-h="| T | gptc ms/step | gptc ref ms/step | PyTorch ms/step |"
-s="| ---: | ---: | ---: | ---: |"
+h="| T | run | gptc ms/step | gptc ref ms/step | PyTorch ms/step |"
+s="| ---: | ---: | ---: | ---: | ---: |"
 [ -n "$LLMC" ] && h="$h llm.c ms/step |" && s="$s ---: |"
 h="$h gptc tokens/s | gptc / PyTorch |"
 s="$s ---: | ---: |"
@@ -109,40 +116,65 @@ s="$s ---: | ---: | ---: |"
 [ -n "$LLMC" ] && h="$h llm.c MFU |" && s="$s ---: |"
 echo "$h"
 echo "$s"
+row() { # T run "g r t l": one table row from the ms/step of gptc, ref, PyTorch, llm.c (l: - without llm.c)
+    echo "$3" | awk -v T="$1" -v run="$2" -v f="$flops" -v p="$peak" '{
+        g = $1; r = $2; t = $3; l = $4
+        tok = 4 * T                                       # tokens per step
+        mfu = 100 * tok * f / 1e9 / p                     # % of peak at 1 ms/step
+        printf "| %d | %s | %.1f | %.1f | %.1f |", T, run, g, r, t
+        if (l != "-") printf " %.1f |", l
+        printf " %.1f | %.2fx |", tok / g * 1000, t / g
+        if (l != "-") printf " %.2fx |", l / g
+        printf " %.2fx | %.1f%% | %.1f%% |", r / g, mfu * 1000 / g, mfu * 1000 / t
+        if (l != "-") printf " %.1f%% |", mfu * 1000 / l
+        printf "\n" }'
+}
 for T in $TS; do
-    gptc_train "$tmp/best.log" "$T" "$STEPS"
-    gptc_train "$tmp/ref.log" "$T" "$REF_STEPS" GPTC_KERNELS=ref
-    peer_run /usr/bin/python3 bench/torch_train_bench.py --batch 4 --seq "$T" --threads "$THREADS" \
-        --steps "$STEPS" >"$tmp/torch.log" 2>&1 || { cat "$tmp/torch.log" >&2; exit 1; }
-    grep '^config:' "$tmp/torch.log" >"$tmp/torch-config-$T.txt"
-    l=""
     if [ -n "$LLMC" ]; then
         $LLMC_CC -DLLMC_B=4 -DLLMC_T="$T" -DLLMC_STEPS="$STEPS" -o "$L/train_gpt2" "$L/train_gpt2.c" -lm 2>"$tmp/llmc-cc.log" ||
             { cat "$tmp/llmc-cc.log" >&2; exit 1; }
-        (cd "$L" && OMP_NUM_THREADS=$THREADS OMP_PROC_BIND=close OMP_PLACES=cores ./train_gpt2) >"$tmp/llmc.log" 2>&1 ||
-            { cat "$tmp/llmc.log" >&2; exit 1; }
-        # "step N: train loss X (took Y ms)", step 0 left out
-        l=$(awk '/^step [0-9]+: train loss/ && $2 != "0:" { print $7 }' "$tmp/llmc.log" | median)
-        [ -n "$l" ] || { cat "$tmp/llmc.log" >&2; echo "train_e2e: no 'step N: ... (took Y ms)' line from llm.c" >&2; exit 1; }
     fi
-    g=$(field "$tmp/best.log" "ms/step" "train: median")
-    r=$(field "$tmp/ref.log" "ms/step" "train: median")
-    t=$(field "$tmp/torch.log" "ms/step" "torch: median")
-    flops=$(field "$tmp/best.log" "model" "FLOPs/token")
-    peak=$(awk '/measured/ && /peak/ { for (i = 1; i <= NF; i++) if ($i == "peak") print $(i + 1) }' "$tmp/best.log")
-    awk -v T="$T" -v g="$g" -v r="$r" -v t="$t" -v l="$l" -v f="$flops" -v p="$peak" 'BEGIN {
-        tok = 4 * T                                       # tokens per step
-        mfu = 100 * tok * f / 1e9 / p                     # % of peak at 1 ms/step
-        printf "| %d | %.1f | %.1f | %.1f |", T, g, r, t
-        if (l != "") printf " %.1f |", l
-        printf " %.1f | %.2fx |", tok / g * 1000, t / g
-        if (l != "") printf " %.2fx |", l / g
-        printf " %.2fx | %.1f%% | %.1f%% |", r / g, mfu * 1000 / g, mfu * 1000 / t
-        if (l != "") printf " %.1f%% |", mfu * 1000 / l
-        printf "\n" }'
+    : >"$tmp/runs-$T.txt"
+    run=1
+    while [ "$run" -le "$RUNS" ]; do
+        gptc_train "$tmp/best.log" "$T" "$STEPS"
+        [ "$run" = 1 ] && gptc_train "$tmp/ref.log" "$T" "$REF_STEPS" GPTC_KERNELS=ref
+        peer_run /usr/bin/python3 bench/torch_train_bench.py --batch 4 --seq "$T" --threads "$THREADS" \
+            --steps "$STEPS" >"$tmp/torch.log" 2>&1 || { cat "$tmp/torch.log" >&2; exit 1; }
+        grep '^config:' "$tmp/torch.log" >"$tmp/torch-config-$T.txt"
+        l=-
+        if [ -n "$LLMC" ]; then
+            (cd "$L" && OMP_NUM_THREADS=$THREADS OMP_PROC_BIND=close OMP_PLACES=cores ./train_gpt2) >"$tmp/llmc.log" 2>&1 ||
+                { cat "$tmp/llmc.log" >&2; exit 1; }
+            # "step N: train loss X (took Y ms)", step 0 left out
+            l=$(awk '/^step [0-9]+: train loss/ && $2 != "0:" { print $7 }' "$tmp/llmc.log" | median)
+            [ -n "$l" ] || { cat "$tmp/llmc.log" >&2; echo "train_e2e: no 'step N: ... (took Y ms)' line from llm.c" >&2; exit 1; }
+        fi
+        g=$(field "$tmp/best.log" "ms/step" "train: median")
+        r=$(field "$tmp/ref.log" "ms/step" "train: median")
+        t=$(field "$tmp/torch.log" "ms/step" "torch: median")
+        flops=$(field "$tmp/best.log" "model" "FLOPs/token")
+        peak=$(awk '/measured/ && /peak/ { for (i = 1; i <= NF; i++) if ($i == "peak") print $(i + 1) }' "$tmp/best.log")
+        echo "$g $r $t $l" >>"$tmp/runs-$T.txt"
+        row "$T" "$run" "$g $r $t $l"
+        run=$((run + 1))
+    done
+    if [ "$RUNS" -gt 1 ]; then # medians of the runs; each ratio the median of the runs' ratios
+        med() { awk -v c="$1" '{ print $c }' "$tmp/runs-$T.txt" | median; }
+        ratio() { awk -v c="$1" '{ print $c / $1 }' "$tmp/runs-$T.txt" | median; }
+        g=$(med 1) r=$(med 2) t=$(med 3) l=-
+        [ -n "$LLMC" ] && l=$(med 4)
+        # the speed ratios: the median of the runs' own (fields 8, or 9 and 10 with the llm.c columns)
+        rl=-
+        [ -n "$LLMC" ] && rl=$(ratio 4)
+        row "$T" median "$g $r $t $l" | awk -v rt="$(ratio 3)" -v rl="$rl" 'BEGIN { FS = OFS = "|" } {
+            if (rl == "-") $8 = sprintf(" %.2fx ", rt)
+            else { $9 = sprintf(" %.2fx ", rt); $10 = sprintf(" %.2fx ", rl) }
+            print }'
+    fi
 done
 echo
-echo "GPT-2 124M, B=4, fp32, $THREADS threads; each ms/step the median of $STEPS steps ($REF_STEPS for ref);" \
+echo "GPT-2 124M, B=4, fp32, $THREADS threads; each ms/step the median of $STEPS steps ($REF_STEPS for ref, in run 1);" \
     "ratios are speed ratios (the other's ms/step / gptc's); MFU against the fp32 peak gptc's FMA probe measures in the same run ($peak GFLOP/s)."
 echo "What PyTorch got (bench/torch_train_bench.py), per T:"
 for T in $TS; do echo "- T=$T: $(sed 's/^config: //' "$tmp/torch-config-$T.txt")"; done
