@@ -430,27 +430,27 @@ static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_p
             copy_t32_unit((const char *)src, ldsb, (char *)dst, u);
             prefetch_t32_unit((const char *)src, ldsb, u + T32_PF_UNITS); /* past the last: the next tile's */
         }
-        rows = 0; /* nothing of the row copy below */
-    }
-    for (int r = 0; r < 2 * rows && r < 2 * COPY_PF_ROWS; r++) prefetch_run(src, (size_t)r * lds, es, NR);
-    const int every = rows > 0 ? pairs / rows : pairs;
-    for (int r = 0; r < rows; r++) {
-        for (int e = 0; e < every; e++, q++) TILE_BF16_STEP(q);
-        const size_t x = (size_t)2 * r * lds;
-        if (panels) {
-            const __m512i ra = _mm512_loadu_si512((const uint16_t *)src + x);
-            const __m512i rb = _mm512_loadu_si512((const uint16_t *)src + x + lds);
-            _mm512_store_si512(dst + (size_t)r * 2 * NR, _mm512_permutex2var_epi16(ra, even, rb));
-            _mm512_store_si512(dst + (size_t)r * 2 * NR + NR, _mm512_permutex2var_epi16(ra, odd, rb));
-        } else {
-            for (int g = 0; g < NR; g += 16) {
-                const __m512i t = load_bf16_runs(src, 1, x + g, x + lds + g, 0xFFFF, 0xFFFF);
-                _mm512_store_si512(dst + (size_t)r * 2 * NR + 2 * g, _mm512_permutexvar_epi16(interleave, t));
+    } else {
+        for (int r = 0; r < 2 * rows && r < 2 * COPY_PF_ROWS; r++) prefetch_run(src, (size_t)r * lds, es, NR);
+        const int every = rows > 0 ? pairs / rows : pairs;
+        for (int r = 0; r < rows; r++) {
+            for (int e = 0; e < every; e++, q++) TILE_BF16_STEP(q);
+            const size_t x = (size_t)2 * r * lds;
+            if (panels) {
+                const __m512i ra = _mm512_loadu_si512((const uint16_t *)src + x);
+                const __m512i rb = _mm512_loadu_si512((const uint16_t *)src + x + lds);
+                _mm512_store_si512(dst + (size_t)r * 2 * NR, _mm512_permutex2var_epi16(ra, even, rb));
+                _mm512_store_si512(dst + (size_t)r * 2 * NR + NR, _mm512_permutex2var_epi16(ra, odd, rb));
+            } else {
+                for (int g = 0; g < NR; g += 16) {
+                    const __m512i t = load_bf16_runs(src, 1, x + g, x + lds + g, 0xFFFF, 0xFFFF);
+                    _mm512_store_si512(dst + (size_t)r * 2 * NR + 2 * g, _mm512_permutexvar_epi16(interleave, t));
+                }
             }
+            /* past the last pair: the next tile's first (a hint never faults) */
+            prefetch_run(src, x + (size_t)2 * COPY_PF_ROWS * lds, es, NR);
+            prefetch_run(src, x + (size_t)(2 * COPY_PF_ROWS + 1) * lds, es, NR);
         }
-        /* past the last pair: the next tile's first (a hint never faults) */
-        prefetch_run(src, x + (size_t)2 * COPY_PF_ROWS * lds, es, NR);
-        prefetch_run(src, x + (size_t)(2 * COPY_PF_ROWS + 1) * lds, es, NR);
     }
 #pragma GCC unroll 4
     for (; q < pairs; q++) TILE_BF16_STEP(q);
