@@ -309,7 +309,10 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
     const bool fuse = g->kernel_copy && (rows_fuse || t32) && !sb.prepacked && sb.x16 == (g->kstep == 2) &&
                       !g->pack_b && !g->round_bf16;
     const size_t ses = sb.x16 ? sizeof(uint16_t) : sizeof(float); /* B's elements */
-    const int form = t32 ? GPTC_GEMM_COPY_T32 : sb.panels ? GPTC_GEMM_COPY_PANELS16 : sb.x16 ? GPTC_GEMM_COPY_BF16 : GPTC_GEMM_COPY_F32;
+    const int form = t32         ? GPTC_GEMM_COPY_T32
+                     : sb.panels ? GPTC_GEMM_COPY_PANELS16
+                     : sb.x16    ? GPTC_GEMM_COPY_BF16
+                                 : GPTC_GEMM_COPY_F32;
     const int unit = t32 ? 16 : 1; /* packed rows a copy moves together */
     const int MC = g->mc;
     for (int jc = c0; jc < c1; jc += NC) {
@@ -370,9 +373,10 @@ static void gemm_block(const gptc_gemm_isa *g, gemm_src sa, gemm_src sb, int tra
 }
 
 /* How a call splits C over threads: nt threads in a tm x tn grid of mpan x npan micro-panels; run.w: the
- * threads' weights (core/team.h; run also takes the threads' timings), by which the rows go to the grid's rows of threads (each row of threads weighing
- * what its threads weigh together) and each row's columns to its threads. A tile's bits do not depend on
- * the thread that sums it, so the split may follow the threads' speeds. */
+ * threads' weights (core/team.h; run also takes the threads' timings), by which the rows go to the grid's rows
+ * of threads (each row of threads weighing what its threads weigh together) and each row's columns to its
+ * threads. A tile's bits do not depend on the thread that sums it, so the split may follow the threads'
+ * speeds. */
 typedef struct gemm_split {
     int nt, tm, tn, mpan, npan;
     gptc_team_run run;

@@ -125,7 +125,8 @@ static inline __attribute__((always_inline)) const char *t32_unit_src(const char
 static inline __attribute__((always_inline)) void copy_t32_unit(const char *src, size_t ldsb, char *dst, int u) {
     const char *s = t32_unit_src(src, ldsb, u);
     const __m512 r0 = _mm512_loadu_ps((const float *)s), r1 = _mm512_loadu_ps((const float *)(s + ldsb));
-    const __m512 r2 = _mm512_loadu_ps((const float *)(s + 2 * ldsb)), r3 = _mm512_loadu_ps((const float *)(s + 3 * ldsb));
+    const __m512 r2 = _mm512_loadu_ps((const float *)(s + 2 * ldsb));
+    const __m512 r3 = _mm512_loadu_ps((const float *)(s + 3 * ldsb));
     /* lane l of a0/a1: rows 0, 1 interleaved at words 4l, 4l+1 / 4l+2, 4l+3; a2/a3 the same of rows 2, 3 */
     const __m512d a0 = _mm512_castps_pd(_mm512_unpacklo_ps(r0, r1)), a1 = _mm512_castps_pd(_mm512_unpackhi_ps(r0, r1));
     const __m512d a2 = _mm512_castps_pd(_mm512_unpacklo_ps(r2, r3)), a3 = _mm512_castps_pd(_mm512_unpackhi_ps(r2, r3));
@@ -148,6 +149,19 @@ static inline __attribute__((always_inline)) void prefetch_t32_unit(const char *
     const char *s = t32_unit_src(src, ldsb, u);
     for (int i = 0; i < 4; i++) _mm_prefetch(s + (size_t)i * ldsb, _MM_HINT_T1);
 }
+/* The transposed copy inside a tile (tile_f32, tile_bf16): the units of `rows` packed rows spread over the
+ * tile's n steps, STEP(i) one step (a depth, or a depth pair) with i the tile's step counter; each unit asked
+ * for T32_PF_UNITS ahead (the first ones at the start; those past the last, the next tile's, by the last). */
+#define T32_COPY_OVER_STEPS(STEP, i, n, src, ldsb, dst, rows)                                                      \
+    do {                                                                                                           \
+        const int units_ = T32_UNITS(rows), every_ = units_ > 0 ? (n) / units_ : (n);                              \
+        for (int u_ = 0; u_ < units_ && u_ < T32_PF_UNITS; u_++) prefetch_t32_unit((src), (ldsb), u_);            \
+        for (int u_ = 0; u_ < units_; u_++) {                                                                      \
+            for (int e_ = 0; e_ < every_; e_++, (i)++) STEP(i);                                                    \
+            copy_t32_unit((src), (ldsb), (dst), u_);                                                               \
+            prefetch_t32_unit((src), (ldsb), u_ + T32_PF_UNITS);                                                   \
+        }                                                                                                          \
+    } while (0)
 
 /* fp32: c (m,n) = beta*c + a (MR,kc) b (kc,NR) [+ bias (n)]; a[k*MR+i], b[k*NR+j] packed floats,
  * m <= R <= MR: only the first R rows are computed (R a constant: the body for a whole tile, or for the
@@ -168,14 +182,7 @@ static inline __attribute__((always_inline)) void tile_f32(int kc, const float *
     prefetch_c(c, ldc, m);
     int k = 0;
     if (tr) {
-        const size_t ldsb = lds * sizeof(float);
-        const int units = T32_UNITS(rows), every = units > 0 ? kc / units : kc;
-        for (int u = 0; u < units && u < T32_PF_UNITS; u++) prefetch_t32_unit((const char *)src, ldsb, u);
-        for (int u = 0; u < units; u++) {
-            for (int e = 0; e < every; e++, k++) TILE_F32_STEP(k);
-            copy_t32_unit((const char *)src, ldsb, (char *)dst, u);
-            prefetch_t32_unit((const char *)src, ldsb, u + T32_PF_UNITS); /* past the last: the next tile's */
-        }
+        T32_COPY_OVER_STEPS(TILE_F32_STEP, k, kc, (const char *)src, lds * sizeof(float), (char *)dst, rows);
     } else {
         for (int r = 0; r < rows && r < COPY_PF_ROWS; r++) prefetch_run(src, r * lds, sizeof(float), NR);
         const int every = rows > 0 ? kc / rows : kc;
@@ -422,14 +429,7 @@ static inline __attribute__((always_inline)) void tile_bf16(int kc, const bf16_p
     const int pairs = (kc + 1) / 2;
     int q = 0;
     if (tr) {
-        const size_t ldsb = lds * es;
-        const int units = T32_UNITS(rows), every = units > 0 ? pairs / units : pairs;
-        for (int u = 0; u < units && u < T32_PF_UNITS; u++) prefetch_t32_unit((const char *)src, ldsb, u);
-        for (int u = 0; u < units; u++) {
-            for (int e = 0; e < every; e++, q++) TILE_BF16_STEP(q);
-            copy_t32_unit((const char *)src, ldsb, (char *)dst, u);
-            prefetch_t32_unit((const char *)src, ldsb, u + T32_PF_UNITS); /* past the last: the next tile's */
-        }
+        T32_COPY_OVER_STEPS(TILE_BF16_STEP, q, pairs, (const char *)src, lds * es, (char *)dst, rows);
     } else {
         for (int r = 0; r < 2 * rows && r < 2 * COPY_PF_ROWS; r++) prefetch_run(src, (size_t)r * lds, es, NR);
         const int every = rows > 0 ? pairs / rows : pairs;
