@@ -239,9 +239,11 @@ TEST(gemm_pack16_avx512_matches_pack) {
     bool pairs = gptc_cpu()->avx512bf16;
     static const int cases[][4] = {{1, 1, 12, 0}, {7, 5, 12, 3}, {12, 33, 12, 1}, {31, 70, 32, 2}, {40, 17, 32, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-        for (int trans = 0; trans < 2; trans++) {
+        for (int v = 0; v < 4; v++) {
+            /* v 2, 3: from bf16 rows 4 KiB apart (the order A's micro-panels are packed in depends on it) */
+            const int trans = v & 1, wide = v >= 2;
             int m = cases[c][0], kc = cases[c][1], r = cases[c][2], off = cases[c][3];
-            int rows = trans ? kc + off : m + off, ldx = (trans ? m : kc) + off + 3;
+            int rows = trans ? kc + off : m + off, ldx = wide ? 2048 : (trans ? m : kc) + off + 3;
             size_t n = (size_t)rows * ldx;
             float *X = randoms(n, 1);
             uint16_t *X16 = to_bf16(X, n);
@@ -251,7 +253,7 @@ TEST(gemm_pack16_avx512_matches_pack) {
             char *o1 = calloc(1, bytes), *o2 = calloc(1, bytes);
             gptc_avx512_gemm_pack(trans, Xw, ldx, off, off, m, kc, r, o1);
             gptc_avx512_gemm_pack16(trans, X16, ldx, off, off, m, kc, r, o2);
-            CHECK_MSG(memcmp(o1, o2, bytes) == 0, "fp32 layout: m %d kc %d r %d trans %d", m, kc, r, trans);
+            CHECK_MSG(memcmp(o1, o2, bytes) == 0, "fp32 layout: m %d kc %d r %d trans %d ldx %d", m, kc, r, trans, ldx);
             gptc_gemm_pack_portable(trans, Xw, ldx, off, off, m, kc, r, o1);
             gptc_gemm_pack16_portable(trans, X16, ldx, off, off, m, kc, r, o2);
             CHECK_MSG(memcmp(o1, o2, bytes) == 0, "portable: m %d kc %d r %d trans %d", m, kc, r, trans);
@@ -259,7 +261,7 @@ TEST(gemm_pack16_avx512_matches_pack) {
                 memset(o1, 0, bytes), memset(o2, 0, bytes);
                 gptc_avx512_gemm_pack_bf16(trans, Xw, ldx, off, off, m, kc, r, o1);
                 gptc_avx512_gemm_pack16_bf16(trans, X16, ldx, off, off, m, kc, r, o2);
-                CHECK_MSG(memcmp(o1, o2, bytes) == 0, "bf16 pairs: m %d kc %d r %d trans %d", m, kc, r, trans);
+                CHECK_MSG(memcmp(o1, o2, bytes) == 0, "bf16 pairs: m %d kc %d r %d trans %d ldx %d", m, kc, r, trans, ldx);
             }
             free(X), free(X16), free(Xw), free(o1), free(o2);
         }

@@ -108,30 +108,34 @@ TEST(gemm_ref_bias_is_gemm_then_bias) {
 }
 
 /* The AVX-512 packer writes exactly what the portable packer writes (values and zero padding), for
- * both layouts, both micro-panel widths and ragged rows / depths at offsets into a strided matrix. */
+ * both layouts, both micro-panel widths and ragged rows / depths at offsets into a strided matrix, with
+ * rows 4 KiB apart too (the order it packs A's micro-panels in depends on it). */
 TEST(gemm_pack_avx512_matches_portable) {
     if (!gptc_kernels_level("avx512")) {
         printf("    (no AVX-512 on this CPU: nothing to compare)\n");
         return;
     }
     const int rs[] = {12, 32}, ms[] = {1, 11, 12, 13, 16, 17, 31, 32, 33, 45, 64, 70}, kcs[] = {1, 15, 16, 17, 100};
-    const int ldx = 140, rows = 120; /* covers i0 + m and k0 + kc either way round */
-    float *X = rand_buf((size_t)rows * ldx);
-    for (int ri = 0; ri < 2; ri++)
-        for (int trans = 0; trans < 2; trans++)
-            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
-                for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++) {
-                    int r = rs[ri], m = ms[mi], kc = kcs[ki], i0 = 3, k0 = 5;
-                    size_t n = (size_t)((m + r - 1) / r) * r * kc;
-                    float *o1 = malloc(n * sizeof(float)), *o2 = malloc(n * sizeof(float));
-                    for (size_t i = 0; i < n; i++) o1[i] = o2[i] = NAN;
-                    gptc_gemm_pack_portable(trans, X, ldx, i0, k0, m, kc, r, o1);
-                    gptc_avx512_gemm_pack(trans, X, ldx, i0, k0, m, kc, r, o2);
-                    CHECK_MSG(memcmp(o1, o2, n * sizeof(float)) == 0, "r=%d trans=%d m=%d kc=%d: packs differ", r,
-                              trans, m, kc);
-                    free(o1), free(o2);
-                }
-    free(X);
+    const int ldxs[] = {140, 1024}, rows = 120; /* cover i0 + m and k0 + kc either way round */
+    for (int li = 0; li < 2; li++) {
+        const int ldx = ldxs[li];
+        float *X = rand_buf((size_t)rows * ldx);
+        for (int ri = 0; ri < 2; ri++)
+            for (int trans = 0; trans < 2; trans++)
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                    for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++) {
+                        int r = rs[ri], m = ms[mi], kc = kcs[ki], i0 = 3, k0 = 5;
+                        size_t n = (size_t)((m + r - 1) / r) * r * kc;
+                        float *o1 = malloc(n * sizeof(float)), *o2 = malloc(n * sizeof(float));
+                        for (size_t i = 0; i < n; i++) o1[i] = o2[i] = NAN;
+                        gptc_gemm_pack_portable(trans, X, ldx, i0, k0, m, kc, r, o1);
+                        gptc_avx512_gemm_pack(trans, X, ldx, i0, k0, m, kc, r, o2);
+                        CHECK_MSG(memcmp(o1, o2, n * sizeof(float)) == 0, "ldx=%d r=%d trans=%d m=%d kc=%d: packs differ",
+                                  ldx, r, trans, m, kc);
+                        free(o1), free(o2);
+                    }
+        free(X);
+    }
 }
 
 TEST(gemm_ragged_shapes) {

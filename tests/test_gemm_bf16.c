@@ -256,24 +256,28 @@ TEST(gemm_bf16_pack_avx512_matches_scalar) {
     }
     const int rs[] = {12, 32}, ms[] = {1, 11, 12, 13, 16, 17, 31, 32, 33, 45, 64, 70};
     const int kcs[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 64, 100, 101};
-    const int ldx = 150, rows = 140; /* covers i0 + m and k0 + kc either way round */
-    float *X = randoms((size_t)rows * ldx);
-    /* some ties and near-ties for the rounding */
-    for (int i = 0; i < rows * ldx; i += 7) X[i] = (i & 8 ? -1.0f : 1.0f) * (1.0f + (i & 16 ? 3 : 1) * 0x1p-8f);
-    for (int ri = 0; ri < 2; ri++)
-        for (int trans = 0; trans < 2; trans++)
-            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
-                for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++) {
-                    const int r = rs[ri], m = ms[mi], kc = kcs[ki], i0 = 3, k0 = 5;
-                    const size_t n = (size_t)((m + r - 1) / r) * r * ((kc + 1) & ~1);
-                    uint16_t *o1 = malloc(n * 2), *o2 = malloc(n * 2);
-                    memset(o2, 0xA5, n * 2);
-                    pack_bf16_scalar(trans, X, ldx, i0, k0, m, kc, r, o1);
-                    gptc_avx512_gemm_pack_bf16(trans, X, ldx, i0, k0, m, kc, r, o2);
-                    CHECK_MSG(memcmp(o1, o2, n * 2) == 0, "r=%d trans=%d m=%d kc=%d: bf16 packs differ", r, trans, m, kc);
-                    free(o1), free(o2);
-                }
-    free(X);
+    const int ldxs[] = {150, 1024}, rows = 140; /* cover i0 + m and k0 + kc either way round; rows 4 KiB apart */
+    for (int li = 0; li < 2; li++) {
+        const int ldx = ldxs[li];
+        float *X = randoms((size_t)rows * ldx);
+        /* some ties and near-ties for the rounding */
+        for (int i = 0; i < rows * ldx; i += 7) X[i] = (i & 8 ? -1.0f : 1.0f) * (1.0f + (i & 16 ? 3 : 1) * 0x1p-8f);
+        for (int ri = 0; ri < 2; ri++)
+            for (int trans = 0; trans < 2; trans++)
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                    for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++) {
+                        const int r = rs[ri], m = ms[mi], kc = kcs[ki], i0 = 3, k0 = 5;
+                        const size_t n = (size_t)((m + r - 1) / r) * r * ((kc + 1) & ~1);
+                        uint16_t *o1 = malloc(n * 2), *o2 = malloc(n * 2);
+                        memset(o2, 0xA5, n * 2);
+                        pack_bf16_scalar(trans, X, ldx, i0, k0, m, kc, r, o1);
+                        gptc_avx512_gemm_pack_bf16(trans, X, ldx, i0, k0, m, kc, r, o2);
+                        CHECK_MSG(memcmp(o1, o2, n * 2) == 0, "ldx=%d r=%d trans=%d m=%d kc=%d: bf16 packs differ", ldx, r,
+                                  trans, m, kc);
+                        free(o1), free(o2);
+                    }
+        free(X);
+    }
 }
 
 /* The AMX packers' layouts (gemm_driver.h) in scalar code: A with s = 32, element (i, k) of micro-panel

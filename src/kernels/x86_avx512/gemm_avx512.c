@@ -250,6 +250,9 @@ typedef uint32_t bf16_pair __attribute__((may_alias));
 /* values ahead in a row that the transposing packers ask for (four lines of floats) */
 #define PACK_PF_AHEAD 64
 
+/* Whether rows ldx elements apart (bf16 values if x16, else floats) all fall in one set of a 4 KiB-way L1 */
+static inline int rows_in_one_l1_set(int ldx, int x16) { return (size_t)ldx * (x16 ? 2 : 4) % 4096 == 0; }
+
 static inline __mmask16 low_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
 /* The 16 values (lanes of m, the others 0) at X + idx as fp32: floats, or bf16 values (x16) widened. */
@@ -280,6 +283,21 @@ static inline __attribute__((always_inline)) void pack_f32_any(int trans, const 
                     float *o = out + (size_t)q * kc + (size_t)k * r;
                     for (int g = 0; g < r; g += 16) _mm512_storeu_ps(o + g, load_f32(X, x16, x + g, 0xFFFF));
                 }
+        }
+        p = whole;
+    } else if (trans && r < 16 && rows_in_one_l1_set(ldx, x16)) {
+        /* A's micro-panels (r = 12: a weight gradient's dout^T) from rows a multiple of 4 KiB apart: one depth
+         * at a time across all of them, so that each source line is used whole when read. One micro-panel at a
+         * time down all kc depths (below), a line's other values waited kc depths, its rows all in one L1 set:
+         * a weight gradient with dout rows of 12 KiB (3072 x 768 x 1024, 2 threads, twelve rotating operand
+         * sets) ran at 0.90-0.91 of its speed with A left as packed, 0.95 in this order. With rows 3 or 9 KiB
+         * apart this order was 0.5-1.5 % slower than the one below (docs/performance.md, sixteenth session). */
+        const int whole = m / r * r;
+        const __mmask16 wm = low_mask(r);
+        for (int k = 0; k < kc; k++) {
+            const size_t x = (size_t)(k0 + k) * ldx + i0;
+            for (int q = 0; q < whole; q += r)
+                _mm512_mask_storeu_ps(out + (size_t)q * kc + (size_t)k * r, wm, load_f32(X, x16, x + q, wm));
         }
         p = whole;
     }
@@ -361,6 +379,20 @@ static inline __attribute__((always_inline)) void pack_pairs_any(int trans, cons
                         _mm512_storeu_si512(o + 2 * g, _mm512_permutexvar_epi16(interleave, t));
                     }
                 }
+        }
+        p = whole;
+    } else if (trans && r < 16 && rows_in_one_l1_set(ldx, x16)) {
+        /* A's micro-panels from rows a multiple of 4 KiB apart, one depth pair at a time across all of them, as
+         * pack_f32_any */
+        const int whole = m / r * r;
+        const __mmask16 wm = low_mask(r);
+        for (int k = 0; k < kc; k += 2) {
+            const size_t x = (size_t)(k0 + k) * ldx + i0;
+            for (int q = 0; q < whole; q += r) {
+                const __m512i t = load_bf16_runs(X, x16, x + q, x + ldx + q, wm, k + 1 < kc ? wm : 0);
+                _mm512_mask_storeu_epi32(out + (size_t)q * kcp + (size_t)k * r, wm,
+                                         _mm512_permutexvar_epi16(interleave, t));
+            }
         }
         p = whole;
     }
