@@ -129,15 +129,21 @@ void gptc_gemm_block_for_caches(gptc_gemm_isa *g, const gptc_cpu_info *c) {
 /* The thread grid tm x tn (tm * tn = nt) with the least work on its busiest thread: multiply-adds
  * of its block plus packing, an element packed costing about as much as 16 multiply-adds (a
  * vector load and store against a 16-wide FMA). In the B_IN_L1 order A is packed once per B panel
- * width nc; in the A_IN_L1 order B is packed once per A block height mc. */
+ * width nc; in the A_IN_L1 order B is packed once per A block height mc. Where the kernel copies B
+ * inside the tiles (kernel_copy), a B element counts half: A's packing is a pass of its own, B's mostly
+ * is not. That decides the ties: a 768 x 768 weight gradient (2 threads) on a 2 x 1 grid, each thread
+ * packing half of A, ran 4-9 % faster than on 1 x 2, each packing all of it (K = 256, 1024, 4096; Zen
+ * 5). A quarter would also move GPT-2's 256 x 768 x K products to 2 x 1, where the forward measured
+ * +0.3 % and the input gradient -1.0 to -1.3 % (docs/performance.md, sixteenth session). */
 static void choose_grid(const gptc_gemm_isa *g, int nt, int mpan, int npan, int *tm, int *tn) {
     double best = -1;
+    const double b_cost = g->kernel_copy ? 0.5 : 1.0; /* of a packed B element, against an A one */
     for (int a = 1; a <= nt; a++) {
         if (nt % a) continue;
         int b = nt / a;
         double rows = (double)((mpan + a - 1) / a) * g->mr, cols = (double)((npan + b - 1) / b) * g->nr;
         double packed = g->order == GPTC_GEMM_A_IN_L1 ? rows + cols * ceil(rows / g->mc)
-                                                      : rows * ceil(cols / g->nc) + cols;
+                                                      : rows * ceil(cols / g->nc) + b_cost * cols;
         double cost = rows * cols + 16.0 * packed;
         if (best < 0 || cost < best) best = cost, *tm = a, *tn = b;
     }
