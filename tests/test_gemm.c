@@ -616,3 +616,33 @@ TEST(gemm_split_follows_the_speeds_bits_do_not) {
     CHECK_MSG(moved * 2 >= cases, "thread 0's block moved in %d of %d cases", moved, cases);
     printf("    %d cases, thread 0's block moved in %d\n", cases, moved);
 }
+
+/* Never run: it only marks the ISA below as one whose kernel copies B inside the tiles. */
+static void no_copy_kernel(int kc, const void *a, const void *b, float *c, int ldc, int m, int n, float beta,
+                           const float *bias, double *sumsq, const void *src, size_t lds, int form, void *dst, int rows) {
+    (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)m, (void)n, (void)beta, (void)bias, (void)sumsq, (void)src;
+    (void)lds, (void)form, (void)dst, (void)rows;
+}
+
+/* The grid's tie: a 768 x 768 product on 2 threads costs the same multiply-adds on 2 x 1 and 1 x 2. Where the
+ * kernel copies B inside the tiles, B's packing counts half, so the rows are split (each thread packs half
+ * of A, which is a pass of its own); without, the first grid tried, 1 x 2, stays. */
+TEST(gemm_grid_splits_the_rows_where_the_tiles_copy_b) {
+    gptc_gemm_isa g = {.mr = 12, .nr = 32, .mc = 144, .kc = 768, .nc = 1536, .order = GPTC_GEMM_B_IN_L1,
+                       .esize = 4, .kstep = 1};
+    gptc_team_set_even(1);
+    for (int copy = 0; copy < 2; copy++) {
+        g.kernel_copy = copy ? no_copy_kernel : NULL;
+        for (int t = 0; t < 2; t++) {
+            int r0, r1, c0, c1;
+            gptc_gemm_block_of(&g, 768, 768, 256, 2, t, &r0, &r1, &c0, &c1);
+            const int want_r0 = copy ? 384 * t : 0, want_r1 = copy ? 384 * (t + 1) : 768;
+            const int want_c0 = copy ? 0 : 384 * t, want_c1 = copy ? 768 : 384 * (t + 1);
+            CHECK_MSG(r0 == want_r0 && r1 == want_r1 && c0 == want_c0 && c1 == want_c1,
+                      "copy %d thread %d: rows [%d, %d) columns [%d, %d), want [%d, %d) [%d, %d)", copy, t, r0, r1, c0,
+                      c1, want_r0, want_r1, want_c0, want_c1);
+        }
+    }
+    gptc_team_set_even(0);
+    gptc_team_reset();
+}
