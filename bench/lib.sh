@@ -4,6 +4,8 @@
 DATA=build/data/shakespeare-gpt2
 bench_data() { [ -f "$DATA/meta.json" ] || build/gptc prepare --tokenizer gpt2 data/tinyshakespeare.txt --out "$DATA" >/dev/null; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# column_median FILE C — the median of column C over FILE's lines (a bench's runs, one line each)
+column_median() { awk -v c="$2" '{ print $c }' "$1" | median; }
 
 # peer_setup THREADS — chooses the strongest configuration of PyTorch and OpenBLAS on this machine,
 # for peer_run to apply, and prints it as one line ("peer: ..."); returns 1 with one line naming the

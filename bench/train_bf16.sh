@@ -86,7 +86,7 @@ for T in $TS; do
     done
     if [ "$RUNS" -gt 1 ]; then
         m=""
-        for c in 1 2 3 4 5 6 7 8 9; do m="$m $(awk -v c="$c" '{ print $c }' "$tmp/runs-$T.txt" | median)"; done
+        for c in 1 2 3 4 5 6 7 8 9; do m="$m $(column_median "$tmp/runs-$T.txt" "$c")"; done
         row "$T" median "$m"
     fi
 done

@@ -160,7 +160,7 @@ for T in $TS; do
         run=$((run + 1))
     done
     if [ "$RUNS" -gt 1 ]; then # medians of the runs; each ratio the median of the runs' ratios
-        med() { awk -v c="$1" '{ print $c }' "$tmp/runs-$T.txt" | median; }
+        med() { column_median "$tmp/runs-$T.txt" "$1"; }
         ratio() { awk -v c="$1" '{ print $c / $1 }' "$tmp/runs-$T.txt" | median; }
         g=$(med 1) r=$(med 2) t=$(med 3) l=-
         [ -n "$LLMC" ] && l=$(med 4)
