@@ -279,3 +279,53 @@ TEST(attention_flash_dispatch) {
     CHECK(gptc_flash_fwd() != NULL && gptc_flash_bwd() != NULL);
     if (strcmp(want, "ref") == 0) CHECK(gptc_flash_fwd() == gptc_flash_fwd_ref);
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "kernels/prefetch_queue.h"
+
+/* The flash kernels' prefetch queue (kernels/prefetch_queue.h) asks for every line of each span once, in
+ * order, a call's worth at a time, and nothing past the spans or past its capacity. Its prefetches are
+ * not observable, so the test follows its cursor: each call's lines are the ones its counts lose. */
+TEST(attention_prefetch_queue_asks_for_each_line_once) {
+    static float buf[4096] __attribute__((aligned(64)));
+    const size_t sizes[] = {1, 16, 17, 33, 1000, 0, 2000}; /* floats: 1, 1, 2, 3, 63, none, 125 lines */
+    const size_t want_lines[] = {1, 1, 2, 3, 63, 0, 125};
+    gptc_pf_queue q;
+    gptc_pf_reset(&q);
+    size_t total = 0;
+    for (int i = 0; i < 7; i++) {
+        gptc_pf_add(&q, buf + 64 * i, sizes[i]);
+        total += want_lines[i];
+    }
+    CHECK(q.n == 6); /* the empty span is not held */
+    for (int i = 0, h = 0; i < 7; i++)
+        if (sizes[i]) {
+            CHECK(q.p[h] == (const char *)(buf + 64 * i) && q.left[h] == want_lines[i]);
+            h++;
+        }
+    const int calls[] = {0, 1, 3, 64, 2, 64, 64, 64};
+    size_t asked = 0;
+    for (int c = 0; c < 8; c++) {
+        size_t before = 0, after = 0;
+        for (int h = 0; h < q.n; h++) before += q.left[h];
+        gptc_pf_some(&q, calls[c]);
+        for (int h = 0; h < q.n; h++) after += q.left[h];
+        const size_t want = (size_t)calls[c] < before ? (size_t)calls[c] : before;
+        CHECK_MSG(before - after == want, "call %d of %d lines asked for %zu, want %zu", c, calls[c], before - after,
+                  want);
+        asked += before - after;
+    }
+    CHECK(asked == total && q.cur == q.n);
+    /* each span's cursor ended one line past its last */
+    for (int i = 0, h = 0; i < 7; i++)
+        if (sizes[i]) {
+            CHECK(q.p[h] == (const char *)(buf + 64 * i) + 64 * want_lines[i]);
+            h++;
+        }
+    gptc_pf_reset(&q);
+    for (int i = 0; i < GPTC_PF_SPANS + 3; i++) gptc_pf_add(&q, buf, 16);
+    CHECK(q.n == GPTC_PF_SPANS); /* spans past its capacity dropped */
+    gptc_pf_some(&q, 1000);
+    CHECK(q.cur == GPTC_PF_SPANS);
+}
+#endif
