@@ -1,8 +1,8 @@
 /* prefetch_queue.h — spans of memory asked for into L2 a few cache lines at a time, between the tiles
  * of a kernel whose next task's operands are known: the flash attention's next head (or query block).
  * At T = 64 a head's task lasts a few microseconds, too short for the hardware's prefetchers to get
- * ahead of its first reads: with its operands in memory rather than the caches, flash_fwd took 2.3x and
- * flash_bwd 2.1x as long (B=4, NH=12, HS=64, 2 threads, Zen 5; docs/performance.md, seventeenth session).
+ * ahead of its first reads: with its operands in memory rather than the caches, flash_fwd took about 2.1x and
+ * flash_bwd 2x as long (B=4, NH=12, HS=64, 2 threads, Zen 5; docs/performance.md, seventeenth session).
  * Header-only; x86 (_mm_prefetch with the T1 hint: into L2, not L1, which holds the current tiles). */
 #ifndef GPTC_KERNELS_PREFETCH_QUEUE_H
 #define GPTC_KERNELS_PREFETCH_QUEUE_H
