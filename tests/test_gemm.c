@@ -618,8 +618,9 @@ TEST(gemm_split_follows_the_speeds_bits_do_not) {
 }
 
 /* Never run: it only marks the ISA below as one whose kernel copies B inside the tiles. */
-static void no_copy_kernel(int kc, const void *a, const void *b, float *c, int ldc, int m, int n, float beta,
-                           const float *bias, double *sumsq, const void *src, size_t lds, int form, void *dst, int rows) {
+static void stand_in_copy_kernel(int kc, const void *a, const void *b, float *c, int ldc, int m, int n, float beta,
+                                 const float *bias, double *sumsq, const void *src, size_t lds, int form, void *dst,
+                                 int rows) {
     (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)m, (void)n, (void)beta, (void)bias, (void)sumsq, (void)src;
     (void)lds, (void)form, (void)dst, (void)rows;
 }
@@ -632,7 +633,7 @@ TEST(gemm_grid_splits_the_rows_where_the_tiles_copy_b) {
                        .esize = 4, .kstep = 1};
     gptc_team_set_even(1);
     for (int copy = 0; copy < 2; copy++) {
-        g.kernel_copy = copy ? no_copy_kernel : NULL;
+        g.kernel_copy = copy ? stand_in_copy_kernel : NULL;
         for (int t = 0; t < 2; t++) {
             int r0, r1, c0, c1;
             gptc_gemm_block_of(&g, 768, 768, 256, 2, t, &r0, &r1, &c0, &c1);
