@@ -298,6 +298,59 @@ TEST(to_bf16_levels_match_scalar_rounding) {
     free(x), free(out);
 }
 
+/* ---- the AVX-512 bf16 stores round with vcvtneps2bf16 where the CPU has AVX512_BF16 (a vector holding a
+ * subnormal, which that instruction reads as zero, is rounded with integer operations instead), else with
+ * integer operations only: either way to_bf16, gelu_fwd_bf16 and adamw16 store gptc_f32_to_bf16's bits,
+ * subnormals, NaN and ties included */
+TEST(bf16_stores_avx512_both_roundings_match_scalar) {
+    const gptc_kernels *k = gptc_kernels_level("avx512");
+    if (!k) {
+        printf("    (no AVX-512: skipped)\n");
+        return;
+    }
+    const bool native = gptc_cpu()->avx512bf16, was = gptc_avx512_bf16_convert(false);
+    CHECK_MSG(was == native, "the overlay set vcvtneps2bf16 %s on a CPU %s AVX512_BF16", was ? "on" : "off",
+              native ? "with" : "without");
+    const size_t n = 4099;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n), *p = malloc(sizeof(float) * n);
+    float *p2 = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n), *mv = calloc(4 * n, sizeof(float));
+    uint16_t *out = halves(n);
+    gptc_rng r;
+    gptc_rng_seed(&r, 9);
+    for (size_t i = 0; i < n; i++) {
+        union { uint32_t u; float f; } v = {(uint32_t)gptc_rng_next(&r)};
+        if (i % 7 == 0) v.u = (v.u & 0xffff0000u) | 0x8000u; /* a tie */
+        if (i % 97 == 5) v.u &= 0x807fffffu;                  /* a subnormal (or zero) */
+        x[i] = v.f;                                           /* any pattern: NaN, inf, subnormal, huge */
+    }
+    for (int use = 0; use <= (int)native; use++) {
+        gptc_avx512_bf16_convert(use);
+        size_t bad = 0;
+        k->to_bf16(out, x, n);
+        for (size_t i = 0; i < n; i++) bad += out[i] != gptc_f32_to_bf16(x[i]);
+        CHECK_MSG(bad == 0, "to_bf16, vcvtneps2bf16 %s: %zu values differ from gptc_f32_to_bf16", use ? "on" : "off", bad);
+        /* GELU of small inputs is about half of them: subnormal outputs where the input is tiny */
+        for (size_t i = 0; i < n; i++) y[i] = (float)(gptc_rng_next(&r) % 2001 - 1000) * (i % 13 == 0 ? 1e-41f : 4e-3f);
+        k->gelu_fwd(p, y, n);
+        k->gelu_fwd_bf16(out, y, n);
+        CHECK_MSG(mismatches(out, p, n) == 0, "gelu_fwd_bf16, vcvtneps2bf16 %s: %zu values", use ? "on" : "off",
+                  mismatches(out, p, n));
+        /* AdamW with no gradient at every 11th parameter, a subnormal there: p stays subnormal */
+        for (size_t i = 0; i < n; i++) {
+            p[i] = p2[i] = i % 11 == 0 ? 3e-39f * (float)(i % 5 + 1) : y[i];
+            g[i] = i % 11 == 0 ? 0.0f : 0.01f * (float)(i % 17) - 0.08f;
+        }
+        memset(mv, 0, sizeof(float) * 4 * n);
+        k->adamw(p, g, mv, mv + n, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f, 1);
+        k->adamw16(p2, out, g, mv + 2 * n, mv + 3 * n, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f, 1);
+        CHECK_MSG(memcmp(p, p2, sizeof(float) * n) == 0, "adamw16's update differs from adamw's");
+        CHECK_MSG(mismatches(out, p2, n) == 0, "adamw16's copy, vcvtneps2bf16 %s: %zu values", use ? "on" : "off",
+                  mismatches(out, p2, n));
+    }
+    gptc_avx512_bf16_convert(was);
+    free(x), free(y), free(p), free(p2), free(g), free(mv), free(out);
+}
+
 /* ---- the model: bf16 storage and the O2 working copy of the weights change no bit of a bf16 training step */
 
 static const gptc_model_config k_cfg = {.layers = 2, .heads = 2, .channels = 64, .context = 80, .vocab = 200};

@@ -30,6 +30,10 @@ void gptc_avx512_gemm_pack16(int trans, const uint16_t *X, int ldx, int i0, int 
 void gptc_avx512_gemm_pack16_bf16(int trans, const uint16_t *X, int ldx, int i0, int k0, int m, int kc, int r,
                                   void *out);
 void gptc_avx512_overlay_elementwise(gptc_kernels *k); /* elementwise_avx512.c */
+/* elementwise_avx512.c: whether its bf16 stores (the _bf16 entries, to_bf16, adamw16) round with
+ * vcvtneps2bf16 (true needs AVX512_BF16; the overlay sets it from CPUID) or with integer operations, which
+ * give the same bits; returns the setting before. Tests call it to run both. */
+bool gptc_avx512_bf16_convert(bool on);
 void gptc_avx512_overlay_attention(gptc_kernels *k);   /* attention_avx512.c */
 void gptc_avx512_overlay_memops(gptc_kernels *k);      /* memops_avx512.c */
 void gptc_avx512_overlay_matvec(gptc_kernels *k);      /* matvec_avx512.c */
