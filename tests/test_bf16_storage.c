@@ -330,8 +330,12 @@ TEST(bf16_stores_avx512_both_roundings_match_scalar) {
         for (size_t i = 0; i < n; i++) bad += out[i] != gptc_f32_to_bf16(x[i]);
         CHECK_MSG(bad == 0, "to_bf16, vcvtneps2bf16 %s: %zu values differ from gptc_f32_to_bf16", use ? "on" : "off", bad);
         /* GELU of small inputs is about half of them: subnormal outputs where the input is tiny */
-        for (size_t i = 0; i < n; i++) y[i] = (float)(gptc_rng_next(&r) % 2001 - 1000) * (i % 13 == 0 ? 1e-41f : 4e-3f);
+        for (size_t i = 0; i < n; i++)
+            y[i] = (float)((int)(gptc_rng_next(&r) % 2001) - 1000) * (i % 13 == 0 ? 1e-41f : 4e-3f);
         k->gelu_fwd(p, y, n);
+        size_t tiny = 0;
+        for (size_t i = 0; i < n; i++) tiny += p[i] != 0 && fabsf(p[i]) < 1.17549435e-38f;
+        CHECK_MSG(tiny > 100, "only %zu subnormal GELU outputs", tiny);
         k->gelu_fwd_bf16(out, y, n);
         CHECK_MSG(mismatches(out, p, n) == 0, "gelu_fwd_bf16, vcvtneps2bf16 %s: %zu values", use ? "on" : "off",
                   mismatches(out, p, n));
