@@ -267,6 +267,16 @@ TEST(gemm_pack16_avx512_matches_pack) {
         }
 }
 
+/* x (n) := random bit patterns from r (NaN, inf, subnormal, huge: any float), every tie_every-th made a tie
+ * (its low 16 bits exactly half way) */
+static void any_bit_patterns(float *x, size_t n, gptc_rng *r, int tie_every) {
+    for (size_t i = 0; i < n; i++) {
+        union { uint32_t u; float f; } v = {(uint32_t)gptc_rng_next(r)};
+        if (i % tie_every == 0) v.u = (v.u & 0xffff0000u) | 0x8000u;
+        x[i] = v.f;
+    }
+}
+
 /* ---- to_bf16, the O2 working copy's conversion: every level equals gptc_f32_to_bf16, ragged lengths,
  * ties, subnormals, infinities and NaN included */
 TEST(to_bf16_levels_match_scalar_rounding) {
@@ -276,11 +286,7 @@ TEST(to_bf16_levels_match_scalar_rounding) {
     uint16_t *out = malloc(sizeof(uint16_t) * cap);
     gptc_rng r;
     gptc_rng_seed(&r, 3);
-    for (size_t i = 0; i < cap; i++) {
-        union { uint32_t u; float f; } v = {(uint32_t)gptc_rng_next(&r)};
-        if (i % 5 == 0) v.u = (v.u & 0xffff0000u) | 0x8000u; /* a tie */
-        x[i] = v.f;                                           /* any pattern: NaN, inf, subnormal, huge */
-    }
+    any_bit_patterns(x, cap, &r, 5);
     x[1] = NAN, x[2] = INFINITY, x[3] = -INFINITY, x[4] = 1e-40f, x[6] = -0.0f, x[7] = 3.3895314e38f;
     for (int l = 0; l < 3; l++) {
         const gptc_kernels *k = gptc_kernels_level(levels[l]);
@@ -317,11 +323,11 @@ TEST(bf16_stores_avx512_both_roundings_match_scalar) {
     uint16_t *out = halves(n);
     gptc_rng r;
     gptc_rng_seed(&r, 9);
-    for (size_t i = 0; i < n; i++) {
-        union { uint32_t u; float f; } v = {(uint32_t)gptc_rng_next(&r)};
-        if (i % 7 == 0) v.u = (v.u & 0xffff0000u) | 0x8000u; /* a tie */
-        if (i % 97 == 5) v.u &= 0x807fffffu;                  /* a subnormal (or zero) */
-        x[i] = v.f;                                           /* any pattern: NaN, inf, subnormal, huge */
+    any_bit_patterns(x, n, &r, 7);
+    for (size_t i = 5; i < n; i += 97) { /* a subnormal (or zero): the exponent cleared */
+        union { float f; uint32_t u; } v = {x[i]};
+        v.u &= 0x807fffffu;
+        x[i] = v.f;
     }
     for (int use = 0; use <= (int)native; use++) {
         gptc_avx512_bf16_convert(use);
